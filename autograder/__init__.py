@@ -1,0 +1,1 @@
+"""Inside PyTorch's grading engine: hidden graders, confinement, results, self-tests."""

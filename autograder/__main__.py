@@ -1,0 +1,35 @@
+"""Command line: `python -m autograder grade|selftest ...` (see --help)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder import commands
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description="Inside PyTorch's grading engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="grade submissions of a lab")
+    g.add_argument("lab", help="lab id, e.g. lab01")
+    g.add_argument("submissions", nargs="*", type=Path,
+                   help=".ipynb files, `make submit` zips, or folders of them (default: the bundled examples)")
+    g.add_argument("--out", type=Path, help="results folder (default: grading/<lab>)")
+    g.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded in parallel")
+    g.add_argument("--sandbox", default="auto", help="auto, namespaces, uid or rlimits")
+
+    s = sub.add_parser("selftest", help="prove a lab's graders: reference full, stub zero, mutants caught")
+    s.add_argument("labs", nargs="*", help="lab ids (default: all)")
+    s.add_argument("-j", "--jobs", type=int, default=2)
+    s.add_argument("--sandbox", default="auto")
+
+    args = parser.parse_args(argv)
+    if args.command == "grade":
+        return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox)
+    return commands.selftest(args.labs, args.jobs, args.sandbox)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

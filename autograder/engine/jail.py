@@ -1,0 +1,88 @@
+"""Builds the student's filesystem view inside fresh namespaces, drops privileges, starts the worker.
+
+Run by the sandbox as pid 1 of new pid/mount/net/ipc/uts namespaces (`unshare --fork --kill-child`),
+as root, with the standard library only. The new root is an empty tmpfs holding just the system
+libraries, the Python installation, the allowed site-packages, the engine and the scenarios, all
+read-only, plus a private /tmp. Hidden graders, solutions, results and other submissions do not
+exist in it. Then: chroot, rlimits, uid/gid nobody, no_new_privs, exec the worker.
+"""
+import ctypes
+import json
+import os
+import resource
+import sys
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+PR_SET_NO_NEW_PRIVS = 38
+NOBODY = 65534
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source, target, fstype, flags, data=None):
+    if _libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), flags, data and data.encode()) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _bind_ro(source, target):
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def build_root(root, plan):
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    for name in ("usr/lib", "usr/lib64", "usr/bin"):
+        if os.path.isdir(f"/{name}"):
+            _bind_ro(f"/{name}", f"{root}/{name}")
+    for link in ("lib", "lib64", "bin"):
+        if os.path.islink(f"/{link}"):
+            os.symlink(os.readlink(f"/{link}"), f"{root}/{link}")
+        elif os.path.isdir(f"/{link}"):
+            _bind_ro(f"/{link}", f"{root}/{link}")
+    for inside, outside in plan["binds"].items():
+        _bind_ro(outside, root + inside)
+    os.makedirs(f"{root}/dev", exist_ok=True)
+    _mount("tmpfs", f"{root}/dev", "tmpfs", MS_NOSUID, "size=64k,mode=755")
+    for dev in ("null", "zero", "urandom", "random"):
+        open(f"{root}/dev/{dev}", "a").close()
+        _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
+    os.makedirs(f"{root}/proc", exist_ok=True)
+    _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV)
+    os.makedirs(f"{root}/tmp", exist_ok=True)
+    _mount("tmpfs", f"{root}/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
+    _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def set_limits(limits):
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def drop_privileges():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def main():
+    plan = json.loads(sys.argv[1])
+    root = plan["root"]
+    build_root(root, plan)
+    os.chroot(root)
+    os.chdir("/tmp")
+    set_limits(plan["limits"])
+    drop_privileges()
+    os.execve(plan["argv"][0], plan["argv"], plan["env"])
+
+
+if __name__ == "__main__":
+    main()

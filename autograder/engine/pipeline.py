@@ -1,0 +1,184 @@
+"""Grading one submission: parse -> extract -> run -> score -> report.
+
+Each step is a small function; `grade()` chains them and never raises: whatever happens, the
+output folder gets a valid results.json and a feedback.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.notebook import Assembly, LabInfo, NotebookError, assemble, lab_info, read_notebook
+
+from autograder.engine import results
+from autograder.paths import AUTOGRADER, REPO, LabPaths, build_dir, lab_paths, project_env
+
+GRADER_INI = AUTOGRADER / "engine" / "grader.ini"
+
+
+@dataclass(frozen=True)
+class Options:
+    sandbox: str = "auto"
+    stop_at_first_failure: bool = False  # mutant runs: any lost point is enough
+
+
+@dataclass
+class Submission:
+    path: Path
+    sha256: str = ""
+    notebook: object = None
+    manifest: dict = field(default_factory=dict)
+    problem: str | None = None  # why it could not be read, in the learner's words
+
+
+@dataclass
+class PartResult:
+    id: str
+    title: str
+    points: float
+    score: float
+    passed: int
+    total: int
+    failures: list[str]
+    internal: list[str]
+
+
+@dataclass
+class GradeResult:
+    lab: str
+    submission: Submission
+    parts: list[PartResult]
+    notes: list[str]       # about the notebook as a whole (missing cells, cells that raised)
+    level: str | None
+    seconds: float
+    error: str | None = None  # grading-side failure, for the instructor
+
+    @property
+    def score(self) -> float:
+        return round(sum(p.score for p in self.parts), 2)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.points for p in self.parts)
+
+
+# -- parse ---------------------------------------------------------------------------------------
+def parse(path: Path) -> Submission:
+    sub = Submission(Path(path))
+    try:
+        if sub.path.suffix == ".zip":
+            from labkit.submission import read_submission
+            data, sub.manifest = read_submission(sub.path)
+        else:
+            data = sub.path.read_bytes()
+        sub.sha256 = hashlib.sha256(data).hexdigest()
+        sub.notebook = read_notebook(data)
+    except NotebookError as exc:
+        sub.problem = str(exc)
+    except (OSError, ValueError) as exc:
+        sub.problem = f"the submission could not be read: {exc}"
+    return sub
+
+
+# -- extract -------------------------------------------------------------------------------------
+def extract(sub: Submission, release_nb) -> Assembly:
+    if sub.notebook is None:
+        return assemble(release_nb, {"cells": []})
+    return assemble(release_nb, sub.notebook)
+
+
+# -- run -----------------------------------------------------------------------------------------
+def lab_settings(paths: LabPaths) -> dict:
+    file = paths.graders / "lab.toml"
+    return tomllib.loads(file.read_text()) if file.exists() else {}
+
+
+def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: Path) -> tuple[list[dict], dict, str | None]:
+    """Run the hidden graders in a trusted pytest process; returns (test records, session record, error)."""
+    settings = lab_settings(paths)
+    outcomes = workdir / "outcomes.jsonl"
+    job = {
+        "lab": paths.lab, "cells": assembly.cells, "outcomes": str(outcomes), "sandbox": options.sandbox,
+        "deny_modules": settings.get("deny_modules", []), "call_timeout": settings.get("call_timeout", 10),
+        "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
+        "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
+    }
+    (workdir / "job.json").write_text(json.dumps(job))
+    cmd = [sys.executable, "-m", "pytest", str(paths.graders), "-p", "autograder.engine.plugin",
+           f"--ipt-job={workdir / 'job.json'}", "-c", str(GRADER_INI), "--rootdir", str(paths.graders),
+           "-q", "--no-header", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
+    if options.stop_at_first_failure:
+        cmd.append("-x")
+    modules = len(list(paths.graders.glob("test_*.py")))
+    limit = modules * (job["module_budget"] + 30) + 120
+    env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")]),
+           "PYTHONHASHSEED": "0"}
+    error = None
+    try:
+        proc = subprocess.run(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=limit)
+        if proc.returncode not in (0, 1):
+            error = f"pytest exited with status {proc.returncode}:\n{(proc.stdout + proc.stderr)[-4000:]}"
+    except subprocess.TimeoutExpired:
+        error = f"the graders did not finish within {limit} s"
+    records = [json.loads(line) for line in outcomes.read_text().splitlines()] if outcomes.exists() else []
+    tests = [r for r in records if r.get("kind") == "test"]
+    session = next((r for r in records if r.get("kind") == "session"), {})
+    return tests, session, error
+
+
+# -- score ---------------------------------------------------------------------------------------
+def score(info: LabInfo, tests: list[dict]) -> list[PartResult]:
+    parts = []
+    for part in info.parts:
+        mine = [t for t in tests if t["part"] == part.id]
+        total = sum(t["weight"] for t in mine)
+        passed = sum(t["weight"] for t in mine if t["outcome"] == "passed")
+        points = round(part.points * passed / total, 2) if total else 0.0
+        failures = list(dict.fromkeys(t["message"] for t in mine if t["outcome"] != "passed"))
+        internal = [f"{t['id']}: {t.get('detail') or t['message']}" for t in mine if t.get("internal")]
+        if not mine:
+            internal.append(f"no hidden test ran for part {part.id!r}")
+        parts.append(PartResult(part.id, part.title, part.points, points,
+                                sum(1 for t in mine if t["outcome"] == "passed"), len(mine), failures, internal))
+    return parts
+
+
+# -- the whole pipeline --------------------------------------------------------------------------
+def grade(lab: str, path: Path, out_dir: Path, options: Options | None = None) -> GradeResult:
+    options = options or Options()
+    started = time.monotonic()
+    paths = lab_paths(lab)
+    release_nb = read_notebook(paths.release_notebook)
+    info = lab_info(release_nb)
+    sub = parse(path)
+    notes, level, error, parts = [], None, None, []
+    try:
+        if sub.problem:
+            notes.append(sub.problem)
+            parts = score(info, [])
+            for p in parts:
+                p.internal.clear()
+        else:
+            assembly = extract(sub, release_nb)
+            notes += assembly.problems
+            with tempfile.TemporaryDirectory(dir=build_dir("grading")) as tmp:
+                tests, session, error = run_graders(paths, assembly, options, Path(tmp))
+            level = session.get("level")
+            for e in session.get("load_errors", []):
+                notes.append(f"cell {e['cell']!r} raised {e['type']}: {e['message']}" + (f"\n{e['traceback']}" if e.get("traceback") else ""))
+            parts = score(info, tests)
+    except Exception as exc:  # noqa: BLE001 - an internal fault still yields a valid results.json
+        error = f"{type(exc).__name__}: {exc}"
+        parts = parts or score(info, [])
+    result = GradeResult(paths.lab, sub, parts, notes, level, round(time.monotonic() - started, 2), error)
+    results.write(result, info, Path(out_dir))
+    return result

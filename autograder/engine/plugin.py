@@ -1,0 +1,103 @@
+"""pytest plugin for P0: the `student` fixture, deterministic hypothesis, and outcome records.
+
+Loaded by the pipeline as `pytest -p autograder.engine.plugin --ipt-job JOB.json`. Each finished
+test appends one JSON line to the job's outcomes file, so a run cut short still leaves a record.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autograder.engine import sandbox
+from autograder.engine.student import GraderError, Student, StudentError
+
+_job: dict = {}
+_session = {"level": None, "load_errors": None, "output": []}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--ipt-job", help="grading job description (JSON file)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "weight(w): weight of this test within its part (default 1)")
+    path = config.getoption("--ipt-job")
+    if path:
+        _job.update(json.loads(Path(path).read_text()))
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return
+    settings.register_profile("ipt-grading", derandomize=True, database=None, deadline=None, print_blob=False,
+                              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    settings.load_profile("ipt-grading")
+
+
+def part_of(item) -> str:
+    return item.module.__name__.rpartition(".")[2].removeprefix("test_")
+
+
+@pytest.fixture(scope="module")
+def student():
+    """A fresh student process for this test module (= one part)."""
+    limits = sandbox.Limits(**_job.get("limits", {}))
+    spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"))
+    handle = Student(spec, [tuple(c) for c in _job["cells"]], call_timeout=_job.get("call_timeout", 10),
+                     module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30))
+    try:
+        yield handle
+    finally:
+        handle.close()
+        _session["level"] = handle.level
+        if _session["load_errors"] is None and handle.spent:
+            _session["load_errors"] = handle.load_errors
+        if handle.output:
+            _session["output"].append(handle.output)
+
+
+def _message(excinfo) -> tuple[str, bool]:
+    """What the learner reads for a failed test, and whether the fault is on the grading side."""
+    exc = excinfo.value
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, StudentError):
+        return str(exc), False
+    if isinstance(exc, AssertionError):
+        return (str(exc) or "a check failed"), False
+    if isinstance(exc, GraderError):
+        return "the grader could not run this check (an internal error; your instructor can see it)", True
+    if isinstance(exc, pytest.skip.Exception):
+        return "not run", True
+    return f"your results could not be checked: {type(exc).__name__}: {str(exc)[:300]}", True
+
+
+def _record(entry: dict) -> None:
+    if "outcomes" in _job:
+        with open(_job["outcomes"], "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    final = report.when == "call" or (report.when == "setup" and not report.passed)
+    if final:
+        marker = item.get_closest_marker("weight")
+        entry = {"kind": "test", "id": item.nodeid, "name": item.name, "part": part_of(item),
+                 "weight": float(marker.args[0]) if marker else 1.0,
+                 "outcome": "passed" if report.passed else "failed", "message": "", "internal": False}
+        if report.skipped:
+            entry.update(message="not run (skipped)", internal=True)
+        elif call.excinfo is not None and not report.passed:
+            entry["message"], entry["internal"] = _message(call.excinfo)
+            if entry["internal"]:
+                entry["detail"] = str(report.longrepr)[-4000:]
+        _record(entry)
+    return report
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _record({"kind": "session", "level": _session["level"], "load_errors": _session["load_errors"] or [],
+             "output": "\n".join(_session["output"])[-16000:], "exitstatus": int(exitstatus)})

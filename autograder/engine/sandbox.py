@@ -1,0 +1,213 @@
+"""Starting the student process (P1) as confined as this host allows.
+
+Levels, strongest first (the one reached is recorded in results.json):
+- "namespaces": new pid/mount/net/ipc/uts namespaces, a minimal read-only root (jail.py), uid nobody,
+  no_new_privs, rlimits. Needs root and unshare.
+- "uid": uid nobody, no_new_privs, rlimits, private working folder. Needs root and a Python that
+  nobody can run.
+- "rlimits": a plain subprocess in its own session with rlimits (a learner's laptop).
+In every level the worker runs `python -I -S` with a site folder that lacks the denied modules.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.paths import AUTOGRADER, build_dir
+
+ENGINE_DIR = Path(__file__).resolve().parent
+LEVELS = ("namespaces", "uid", "rlimits")
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = 4096
+    cpu_seconds: int = 300
+    processes: int = 64
+    file_mb: int = 64
+    open_files: int = 256
+    tmp_mb: int = 256
+
+    def rlimits(self) -> dict[str, int]:
+        return {
+            "RLIMIT_AS": self.memory_mb << 20,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_FSIZE": self.file_mb << 20,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_CORE": 0,
+        }
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    lab: str
+    deny_modules: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    level: str = "auto"
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _denied(entry: str, deny: tuple[str, ...]) -> bool:
+    top = entry.split("-")[0].split(".")[0].lower()
+    return top in deny or entry.endswith(".pth")
+
+
+def site_dir(deny: tuple[str, ...]) -> Path:
+    """site-packages without the denied modules: a hard-linked copy, built once and cached."""
+    source = _site_packages()
+    if not deny:
+        return source
+    names = sorted(os.listdir(source))
+    key = hashlib.sha256(json.dumps([str(source), names, sorted(deny)]).encode()).hexdigest()[:16]
+    target = build_dir("sandbox") / f"site-{key}"
+    if target.exists():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix="site-", dir=build_dir("sandbox")))
+    staging.chmod(0o755)  # readable by the unprivileged worker
+    for name in names:
+        if _denied(name, deny):
+            continue
+        src, dst = source / name, staging / name
+        if src.is_dir():
+            shutil.copytree(src, dst, copy_function=_link_or_copy, symlinks=True)
+        else:
+            _link_or_copy(src, dst)
+    try:
+        staging.rename(target)
+    except OSError:  # built concurrently by another grader
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _base_python() -> tuple[Path, Path]:
+    """The real interpreter (not the venv's symlink) and its installation prefix."""
+    prefix = Path(sys.base_prefix)
+    exe = prefix / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return (exe if exe.exists() else Path(sys.executable).resolve()), prefix
+
+
+def _worker_env(tmp: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A scrubbed environment: nothing hints at grading, nothing points at the course tree."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    env.update(extra or {})
+    return env
+
+
+@functools.cache
+def detect_level() -> str:
+    """The strongest level this host allows, found by starting a trivial confined Python."""
+    for level in LEVELS[:-1]:
+        try:
+            proc = launch(SandboxSpec("probe", level=level), probe=True)
+            out, _ = proc.communicate(timeout=30)
+            if proc.returncode == 0 and out.strip() == b"ok":
+                return level
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return "rlimits"
+
+
+def resolve_level(requested: str) -> str:
+    if requested == "auto":
+        return detect_level()
+    if requested not in LEVELS:
+        raise ValueError(f"unknown sandbox level {requested!r}; choose one of auto, {', '.join(LEVELS)}")
+    return requested
+
+
+def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    """Start the worker (or, with probe=True, a Python that prints ok) under spec.level.
+
+    fds = (requests, replies): the worker reads requests from the first and writes replies to the second.
+    """
+    exe, prefix = _base_python()
+    site = site_dir(tuple(spec.deny_modules))
+    worker_args = ["-c", "print('ok')"] if probe else None
+    common = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  pass_fds=fds, start_new_session=True)
+
+    if spec.level == "namespaces":
+        inside_exe = f"/ipt/python/bin/{exe.name}"
+        config = {"engine_dir": "/ipt/engine", "scenarios_dir": "/ipt/scenarios", "site_dirs": ["/ipt/site"],
+                  "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
+        argv = [inside_exe, "-I", "-S", "-B"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
+        plan = {
+            "root": str(build_dir("sandbox", "root")),
+            "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR),
+                      "/ipt/scenarios": str(AUTOGRADER / "scenarios")},
+            "tmp_mb": spec.limits.tmp_mb,
+            "limits": spec.limits.rlimits(),
+            "argv": argv,
+            "env": _worker_env("/tmp", {"LD_LIBRARY_PATH": "/ipt/python/lib"}),
+        }
+        cmd = ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
+               str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]
+        return subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
+
+    workdir = tempfile.mkdtemp(prefix="p1-", dir=build_dir("sandbox"))
+    config = {"engine_dir": str(ENGINE_DIR), "scenarios_dir": str(AUTOGRADER / "scenarios"),
+              "site_dirs": [str(site)], "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
+    argv = [str(exe), "-I", "-S", "-B"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
+    drop = spec.level == "uid"
+    if drop:
+        os.chown(workdir, NOBODY, NOBODY)
+
+    def confine():
+        for name, value in spec.limits.rlimits().items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+        if drop:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            import ctypes
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+
+    proc = subprocess.Popen(argv, cwd=workdir, env=_worker_env(workdir), preexec_fn=confine, **common)
+    proc.workdir = workdir  # removed by terminate()
+    return proc
+
+
+def terminate(proc: subprocess.Popen) -> None:
+    """Kill the worker and everything it started (its session; at level namespaces, its pid namespace)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdout, proc.stderr):
+        if stream:
+            stream.close()
+    workdir = getattr(proc, "workdir", None)
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)

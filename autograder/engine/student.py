@@ -1,0 +1,186 @@
+"""The trusted side's handle on one student process: `student.run("lab01.scenarios:fn", ...)`."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from autograder.engine import sandbox, wire
+
+OUTPUT_CAP = 64 * 1024
+
+
+class StudentError(Exception):
+    """The learner's code raised; str() is a line the learner can act on."""
+
+    def __init__(self, type_: str, message: str, traceback: str = ""):
+        super().__init__(type_, message)
+        self.type, self.message, self.traceback = type_, message, traceback
+
+    def __str__(self) -> str:
+        if self.type == "NotImplementedError":
+            text = "not implemented yet (your code raised NotImplementedError)"
+        else:
+            text = f"your code raised {self.type}: {self.message}" if self.message else f"your code raised {self.type}"
+        return f"{text}\n{self.traceback}" if self.traceback else text
+
+
+class StudentTimeout(StudentError):
+    def __str__(self) -> str:
+        return self.message
+
+
+class StudentCrash(StudentError):
+    def __str__(self) -> str:
+        return self.message
+
+
+class GraderError(Exception):
+    """A fault on the grading side (bad scenario name, protocol error): not the learner's."""
+
+
+class _Capped:
+    """Drains a pipe in a thread, keeping the first OUTPUT_CAP bytes."""
+
+    def __init__(self, stream):
+        self.data, self.dropped = bytearray(), 0
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream):
+        try:
+            while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+                room = OUTPUT_CAP - len(self.data)
+                self.data += chunk[:room]
+                self.dropped += max(0, len(chunk) - room)
+        except (OSError, ValueError):
+            pass
+
+
+class Student:
+    def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *,
+                 call_timeout: float = 10, module_budget: float = 120, load_timeout: float = 30):
+        self.spec, self.cells = spec, cells
+        self.call_timeout, self.module_budget, self.load_timeout = call_timeout, module_budget, load_timeout
+        self.level = sandbox.resolve_level(spec.level)
+        self.spec = sandbox.SandboxSpec(spec.lab, spec.deny_modules, spec.limits, self.level)
+        self.spent = 0.0
+        self.load_errors: list[dict] = []
+        self.fatal: str | None = None
+        self.proc = None
+        self.outputs: list[_Capped] = []
+        self._ids = 0
+
+    # -- process lifecycle -------------------------------------------------------------------
+    def _start(self) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.proc = sandbox.launch(self.spec, fds=(req_r, rep_w))
+        os.close(req_r)
+        os.close(rep_w)
+        self._out, self._reader = req_w, wire.Reader(rep_r)
+        self.outputs += [_Capped(self.proc.stdout), _Capped(self.proc.stderr)]
+        started = time.monotonic()
+        try:
+            errors = self._request({"op": "load", "cells": self.cells},
+                                   min(self.load_timeout, self._remaining()), what="loading your notebook")
+        finally:
+            self.spent += time.monotonic() - started
+        if not self.load_errors:
+            self.load_errors = errors
+
+    def close(self) -> None:
+        if self.proc is not None:
+            sandbox.terminate(self.proc)
+            for fd in (self._out, self._reader.fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.proc = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _remaining(self) -> float:
+        return max(0.0, self.module_budget - self.spent)
+
+    @property
+    def output(self) -> str:
+        text = b"".join(bytes(o.data) for o in self.outputs).decode("utf-8", "replace")
+        dropped = sum(o.dropped for o in self.outputs)
+        return text + (f"\n[... {dropped} more bytes of output dropped]" if dropped else "")
+
+    # -- calls --------------------------------------------------------------------------------
+    def _request(self, message: dict, timeout: float, what: str):
+        self._ids += 1
+        message["id"] = self._ids
+        deadline = time.monotonic() + timeout
+        last_cell = None
+        try:
+            wire.send(self._out, message)
+            while True:
+                reply = self._reader.read(deadline)
+                if "progress" in reply:
+                    last_cell = reply["progress"]
+                    continue
+                if reply.get("id") == self._ids:
+                    break
+        except wire.Timeout:
+            self.close()
+            where = f" (cell {last_cell!r} was still running)" if message["op"] == "load" and last_cell else ""
+            raise StudentTimeout("Timeout", f"{what} did not finish within {timeout:.0f} s{where}") from None
+        except (wire.Closed, BrokenPipeError, wire.WireError) as exc:
+            code = self.proc.poll() if self.proc else None
+            self.close()
+            if isinstance(exc, wire.WireError):
+                raise StudentCrash("Crash", f"{what}: the student process sent malformed data ({exc})") from None
+            how = _describe_exit(code)
+            raise StudentCrash("Crash", f"{what}: the student process ended unexpectedly ({how})") from None
+        if reply.get("ok"):
+            return wire.from_wire(reply.get("value"))
+        error = reply.get("error") or {}
+        if reply.get("internal"):
+            raise GraderError(f"{error.get('type')}: {error.get('message')}")
+        raise StudentError(str(error.get("type", "Exception")), str(error.get("message", "")), str(error.get("traceback", "")))
+
+    def run(self, target: str, *args, **kwargs):
+        """Run a scenario in the student process and return its (safe) result."""
+        if ":" not in target:
+            target = f"{self.spec.lab}.scenarios:{target}"
+        if self.fatal:
+            raise StudentTimeout("Timeout", self.fatal)
+        if self._remaining() <= 0:
+            self.fatal = f"this part's time budget of {self.module_budget:.0f} s is used up; remaining checks were not run"
+            raise StudentTimeout("Timeout", self.fatal)
+        if self.proc is None:
+            try:
+                self._start()
+            except StudentError as exc:
+                self.fatal = str(exc)  # loading fails the same way every time: do not retry
+                raise
+        payload = {"op": "call", "target": target, "args": wire.to_wire(list(args)), "kwargs": wire.to_wire(kwargs)}
+        timeout = min(self.call_timeout, self._remaining())
+        started = time.monotonic()
+        try:
+            return self._request(payload, timeout, what=f"{target.split(':')[-1]}")
+        finally:
+            self.spent += time.monotonic() - started
+
+
+def _describe_exit(code) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        import signal
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {"SIGKILL": "killed, often for using too much memory or CPU time", "SIGXCPU": "CPU time limit",
+                "SIGXFSZ": "file size limit", "SIGSEGV": "segmentation fault"}.get(name, "")
+        return f"{name}{': ' + hint if hint else ''}"
+    return f"exit status {code}"

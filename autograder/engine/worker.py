@@ -1,0 +1,115 @@
+"""P1, the student side: loads the learner's cells and runs scenarios on request.
+
+Started by autograder.engine.sandbox as `python -I -S -B worker.py CONFIG_JSON`, already confined.
+Requests arrive and replies leave on the two pipes named in the config (framed JSON, see wire.py); the learner's own
+prints go to stdout/stderr, which the trusted side reads and caps. Nothing here decides a score:
+replies are plain data that the trusted side checks.
+"""
+import json
+import sys
+
+
+def _setup(config):
+    sys.path[:0] = [config["engine_dir"], *config["site_dirs"]]
+    deny = frozenset(config.get("deny_modules", ()))
+    if deny:
+        sys.meta_path.insert(0, _DenyFinder(deny, config.get("lab", "this lab")))
+
+
+class _DenyFinder:
+    """Refuses the modules a from-scratch lab rebuilds (the site folder lacks them too)."""
+
+    def __init__(self, deny, lab):
+        self.deny, self.lab = deny, lab
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.deny:
+            raise ImportError(f"{name} is not available in {self.lab}: here you build this part of PyTorch yourself")
+        return None
+
+
+def _format_error(exc, limit=4000):
+    """The learner's view of an exception: their own frames only, then the message."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell ")]
+    lines = [f"  {f.filename[1:-1]}, line {f.lineno}, in {f.name}" + (f"\n    {f.line}" if f.line else "") for f in frames[-6:]]
+    message = str(exc)
+    if len(message) > limit:
+        message = message[:limit] + " ..."
+    return {"type": type(exc).__name__, "message": message, "traceback": "\n".join(lines)}
+
+
+def _load_cells(cells, progress):
+    import linecache
+    import types
+
+    module = types.ModuleType("submission")
+    module.__dict__["check"] = lambda *args, **kwargs: None  # a notebook tool, not lab code
+    sys.modules["submission"] = module
+    errors = []
+    for gid, source in cells:
+        filename = f"<cell {gid}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        progress(gid)
+        try:
+            exec(compile(source, filename, "exec"), module.__dict__)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit included: one cell never stops the rest
+            error = _format_error(exc)
+            error["cell"] = gid
+            errors.append(error)
+    return module, errors
+
+
+def _scenario(target, scenarios_dir, cache={}):
+    import importlib.util
+
+    module_name, _, func = target.partition(":")
+    lab = module_name.split(".")[0]
+    if module_name != f"{lab}.scenarios" or not func.isidentifier() or not lab.replace("lab", "").isdigit():
+        raise LookupError(f"bad scenario target {target!r}")
+    if lab not in cache:
+        spec = importlib.util.spec_from_file_location(f"_scenarios_{lab}", f"{scenarios_dir}/{lab}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cache[lab] = module
+    return getattr(cache[lab], func)
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    _setup(config)
+    import wire  # noqa: E402 - found through engine_dir
+
+    reader, out = wire.Reader(config["fds"][0]), config["fds"][1]
+    submission = None
+    while True:
+        try:
+            request = reader.read()
+        except wire.Closed:
+            return
+        rid = request.get("id")
+        if request.get("op") == "load":
+            submission, errors = _load_cells(request["cells"], lambda gid: wire.send(out, {"progress": gid}))
+            wire.send(out, {"id": rid, "ok": True, "value": errors})
+            continue
+        if request.get("op") != "call" or submission is None:
+            wire.send(out, {"id": rid, "ok": False, "internal": True, "error": {"type": "ProtocolError", "message": "bad request"}})
+            continue
+        try:
+            func = _scenario(request["target"], config["scenarios_dir"])
+        except Exception as exc:  # noqa: BLE001 - a grader bug, reported as such
+            wire.send(out, {"id": rid, "ok": False, "internal": True, "error": {"type": type(exc).__name__, "message": str(exc)}})
+            continue
+        try:
+            value = func(submission, *wire.from_wire(request["args"]), **wire.from_wire(request["kwargs"]))
+            reply = {"id": rid, "ok": True, "value": wire.to_wire(value)}
+        except wire.WireError as exc:
+            reply = {"id": rid, "ok": False, "error": {"type": "WireError", "message": str(exc), "traceback": ""}}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: report, keep serving
+            reply = {"id": rid, "ok": False, "error": _format_error(exc)}
+        wire.send(out, reply)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Where each piece of a lab lives in the repository."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions"
+LABS = REPO / "labs"
+AUTOGRADER = REPO / "autograder"
+BUILD = REPO / "build"
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    lab: str   # "lab01"
+    slug: str  # "lab01_strided"
+
+    @property
+    def solution(self) -> Path:
+        return SOLUTIONS / f"{self.slug}.py"
+
+    @property
+    def release_dir(self) -> Path:
+        return LABS / self.slug
+
+    @property
+    def release_notebook(self) -> Path:
+        return self.release_dir / f"{self.slug}.ipynb"
+
+    @property
+    def public_tests(self) -> Path:
+        return self.release_dir / "tests"
+
+    @property
+    def graders(self) -> Path:
+        return AUTOGRADER / "graders" / self.lab
+
+    @property
+    def scenarios(self) -> Path:
+        return AUTOGRADER / "scenarios" / f"{self.lab}.py"
+
+    @property
+    def mutants(self) -> Path:
+        return AUTOGRADER / "mutants" / self.lab / "mutants.toml"
+
+    @property
+    def examples(self) -> Path:
+        return AUTOGRADER / "examples" / self.lab
+
+
+def all_labs() -> list[LabPaths]:
+    """Every lab that has a solution source, in order."""
+    return [LabPaths(p.stem.split("_", 1)[0], p.stem) for p in sorted(SOLUTIONS.glob("lab[0-9][0-9]_*.py"))]
+
+
+def lab_paths(lab: str) -> LabPaths:
+    """`lab` may be the id ("lab01") or the slug ("lab01_strided")."""
+    for paths in all_labs():
+        if lab in (paths.lab, paths.slug):
+            return paths
+    known = ", ".join(p.lab for p in all_labs()) or "none"
+    raise SystemExit(f"unknown lab {lab!r} (known: {known})")
+
+
+def build_dir(*parts: str) -> Path:
+    """A folder under build/, created on demand."""
+    path = BUILD.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def project_env() -> dict[str, str]:
+    """Environment entries that keep torch's caches and temp files inside build/."""
+    return {
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "TORCHINDUCTOR_CACHE_DIR": str(build_dir("inductor-cache")),
+        "TORCH_EXTENSIONS_DIR": str(build_dir("torch-extensions")),
+        "TMPDIR": str(build_dir("tmp")),
+    }
