@@ -67,7 +67,7 @@ def grade(lab: str, submissions: list[Path], out: Path | None, jobs: int, sandbo
     targets = [out if single else out / _folder_name(p) for p in items]
     options = Options(sandbox)
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        results = list(pool.map(lambda pt: grade_one(paths.lab, pt[0], pt[1], options), zip(items, targets)))
+        results = list(pool.map(lambda pt: grade_one(paths, pt[0], pt[1], options), zip(items, targets)))
     console.print(score_table(paths.lab, list(zip(items, results))))
     console.print(f"results in {out}" + ("" if single else "/<submission>/") + " (results.json, feedback.md)")
     return 0

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOLUTIONS = REPO / "solutions"
-LABS = REPO / "labs"
 AUTOGRADER = REPO / "autograder"
 BUILD = REPO / "build"
 
@@ -16,14 +14,15 @@ BUILD = REPO / "build"
 class LabPaths:
     lab: str   # "lab01"
     slug: str  # "lab01_strided"
+    root: Path = REPO  # a course tree; tests use a toy one
 
     @property
     def solution(self) -> Path:
-        return SOLUTIONS / f"{self.slug}.py"
+        return self.root / "solutions" / f"{self.slug}.py"
 
     @property
     def release_dir(self) -> Path:
-        return LABS / self.slug
+        return self.root / "labs" / self.slug
 
     @property
     def release_notebook(self) -> Path:
@@ -35,32 +34,34 @@ class LabPaths:
 
     @property
     def graders(self) -> Path:
-        return AUTOGRADER / "graders" / self.lab
+        return self.root / "autograder" / "graders" / self.lab
 
     @property
     def scenarios(self) -> Path:
-        return AUTOGRADER / "scenarios" / f"{self.lab}.py"
+        return self.root / "autograder" / "scenarios" / f"{self.lab}.py"
 
     @property
     def mutants(self) -> Path:
-        return AUTOGRADER / "mutants" / self.lab / "mutants.toml"
+        return self.root / "autograder" / "mutants" / self.lab / "mutants.toml"
 
     @property
     def examples(self) -> Path:
-        return AUTOGRADER / "examples" / self.lab
+        return self.root / "autograder" / "examples" / self.lab
 
 
-def all_labs() -> list[LabPaths]:
+def all_labs(root: Path = REPO) -> list[LabPaths]:
     """Every lab that has a solution source, in order."""
-    return [LabPaths(p.stem.split("_", 1)[0], p.stem) for p in sorted(SOLUTIONS.glob("lab[0-9][0-9]_*.py"))]
+    return [LabPaths(p.stem.split("_", 1)[0], p.stem, root) for p in sorted((root / "solutions").glob("lab[0-9][0-9]_*.py"))]
 
 
-def lab_paths(lab: str) -> LabPaths:
-    """`lab` may be the id ("lab01") or the slug ("lab01_strided")."""
-    for paths in all_labs():
+def lab_paths(lab: "str | LabPaths", root: Path = REPO) -> LabPaths:
+    """`lab` may be the id ("lab01"), the slug ("lab01_strided") or already a LabPaths."""
+    if isinstance(lab, LabPaths):
+        return lab
+    for paths in all_labs(root):
         if lab in (paths.lab, paths.slug):
             return paths
-    known = ", ".join(p.lab for p in all_labs()) or "none"
+    known = ", ".join(p.lab for p in all_labs(root)) or "none"
     raise SystemExit(f"unknown lab {lab!r} (known: {known})")
 
 

@@ -106,7 +106,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     settings = lab_settings(paths)
     outcomes = workdir / "outcomes.jsonl"
     job = {
-        "lab": paths.lab, "cells": assembly.cells, "outcomes": str(outcomes), "sandbox": options.sandbox,
+        "lab": paths.lab, "scenarios_dir": str(paths.scenarios.parent), "cells": assembly.cells, "outcomes": str(outcomes), "sandbox": options.sandbox,
         "deny_modules": settings.get("deny_modules", []), "call_timeout": settings.get("call_timeout", 10),
         "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
@@ -135,6 +135,14 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     return tests, session, error
 
 
+def load_note(error: dict) -> str:
+    """A note about a cell that failed while the notebook was loaded."""
+    if error["type"] in ("Timeout", "Crash"):
+        return f"cell {error['cell']!r}: {error['message']}"
+    text = f"cell {error['cell']!r} raised {error['type']}: {error['message']}"
+    return text + (f"\n{error['traceback']}" if error.get("traceback") else "")
+
+
 # -- score ---------------------------------------------------------------------------------------
 def score(info: LabInfo, tests: list[dict]) -> list[PartResult]:
     parts = []
@@ -153,7 +161,7 @@ def score(info: LabInfo, tests: list[dict]) -> list[PartResult]:
 
 
 # -- the whole pipeline --------------------------------------------------------------------------
-def grade(lab: str, path: Path, out_dir: Path, options: Options | None = None) -> GradeResult:
+def grade(lab: str | LabPaths, path: Path, out_dir: Path, options: Options | None = None) -> GradeResult:
     options = options or Options()
     started = time.monotonic()
     paths = lab_paths(lab)
@@ -173,8 +181,7 @@ def grade(lab: str, path: Path, out_dir: Path, options: Options | None = None) -
             with tempfile.TemporaryDirectory(dir=build_dir("grading")) as tmp:
                 tests, session, error = run_graders(paths, assembly, options, Path(tmp))
             level = session.get("level")
-            for e in session.get("load_errors", []):
-                notes.append(f"cell {e['cell']!r} raised {e['type']}: {e['message']}" + (f"\n{e['traceback']}" if e.get("traceback") else ""))
+            notes += [load_note(e) for e in session.get("load_errors", [])]
             parts = score(info, tests)
     except Exception as exc:  # noqa: BLE001 - an internal fault still yields a valid results.json
         error = f"{type(exc).__name__}: {exc}"

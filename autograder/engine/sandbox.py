@@ -54,6 +54,7 @@ class Limits:
 @dataclass(frozen=True)
 class SandboxSpec:
     lab: str
+    scenarios_dir: str = str(AUTOGRADER / "scenarios")
     deny_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     level: str = "auto"
@@ -158,7 +159,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
         plan = {
             "root": str(build_dir("sandbox", "root")),
             "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR),
-                      "/ipt/scenarios": str(AUTOGRADER / "scenarios")},
+                      "/ipt/scenarios": spec.scenarios_dir},
             "tmp_mb": spec.limits.tmp_mb,
             "limits": spec.limits.rlimits(),
             "argv": argv,
@@ -169,7 +170,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
         return subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
 
     workdir = tempfile.mkdtemp(prefix="p1-", dir=build_dir("sandbox"))
-    config = {"engine_dir": str(ENGINE_DIR), "scenarios_dir": str(AUTOGRADER / "scenarios"),
+    config = {"engine_dir": str(ENGINE_DIR), "scenarios_dir": spec.scenarios_dir,
               "site_dirs": [str(site)], "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
     argv = [str(exe), "-I", "-S", "-B"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
     drop = spec.level == "uid"

@@ -83,13 +83,13 @@ def verdict(case: Case, result: GradeResult) -> str | None:
     return None
 
 
-def run(lab: str, jobs: int = 2, sandbox: str = "auto") -> int:
+def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto") -> int:
     paths = lab_paths(lab)
     console = Console(highlight=False)
     cases, problems = prepare(paths, sandbox)
     out = build_dir("selftest", paths.lab, "results")
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        graded = list(pool.map(lambda c: grade(paths.lab, c.notebook, out / c.notebook.stem / c.name.replace(" ", "_"), c.options), cases))
+        graded = list(pool.map(lambda c: grade(paths, c.notebook, out / c.notebook.stem / c.name.replace(" ", "_"), c.options), cases))
 
     table = Table(title=f"selftest {paths.lab}")
     for column in ("submission", "score", "expected", "verdict", "seconds"):

@@ -1,6 +1,7 @@
 """The trusted side's handle on one student process: `student.run("lab01.scenarios:fn", ...)`."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -58,21 +59,45 @@ class _Capped:
 
 
 class Student:
-    def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *,
-                 call_timeout: float = 10, module_budget: float = 120, load_timeout: float = 30):
+    def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *, call_timeout: float = 10,
+                 module_budget: float = 120, load_timeout: float = 30, skipped: dict | None = None):
         self.spec, self.cells = spec, cells
         self.call_timeout, self.module_budget, self.load_timeout = call_timeout, module_budget, load_timeout
         self.level = sandbox.resolve_level(spec.level)
-        self.spec = sandbox.SandboxSpec(spec.lab, spec.deny_modules, spec.limits, self.level)
+        self.spec = dataclasses.replace(spec, level=self.level)
         self.spent = 0.0
         self.load_errors: list[dict] = []
         self.fatal: str | None = None
+        self.skipped: dict[str, dict] = skipped if skipped is not None else {}  # cells that broke loading
+        self._progress: str | None = None
         self.proc = None
         self.outputs: list[_Capped] = []
         self._ids = 0
 
     # -- process lifecycle -------------------------------------------------------------------
     def _start(self) -> None:
+        """Start a worker and load the cells; a cell that hangs or kills the process while loading
+        is skipped (and reported), so it costs only the parts that need it."""
+        while True:
+            self._launch()
+            cells = [c for c in self.cells if c[0] not in self.skipped]
+            started = time.monotonic()
+            try:
+                errors = self._request({"op": "load", "cells": cells}, min(self.load_timeout, self._remaining()),
+                                       what="loading your notebook")
+                break
+            except (StudentTimeout, StudentCrash) as exc:
+                cell = self._progress
+                if cell is None or cell in self.skipped or self._remaining() <= 0:
+                    raise
+                self.skipped[cell] = {"cell": cell, "type": "Timeout" if isinstance(exc, StudentTimeout) else "Crash",
+                                      "message": f"{exc}; the cell was skipped", "traceback": ""}
+            finally:
+                self.spent += time.monotonic() - started
+        if not self.load_errors:
+            self.load_errors = list(self.skipped.values()) + errors
+
+    def _launch(self) -> None:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.proc = sandbox.launch(self.spec, fds=(req_r, rep_w))
@@ -80,14 +105,6 @@ class Student:
         os.close(rep_w)
         self._out, self._reader = req_w, wire.Reader(rep_r)
         self.outputs += [_Capped(self.proc.stdout), _Capped(self.proc.stderr)]
-        started = time.monotonic()
-        try:
-            errors = self._request({"op": "load", "cells": self.cells},
-                                   min(self.load_timeout, self._remaining()), what="loading your notebook")
-        finally:
-            self.spent += time.monotonic() - started
-        if not self.load_errors:
-            self.load_errors = errors
 
     def close(self) -> None:
         if self.proc is not None:
@@ -119,19 +136,19 @@ class Student:
         self._ids += 1
         message["id"] = self._ids
         deadline = time.monotonic() + timeout
-        last_cell = None
+        self._progress = None
         try:
             wire.send(self._out, message)
             while True:
                 reply = self._reader.read(deadline)
                 if "progress" in reply:
-                    last_cell = reply["progress"]
+                    self._progress = str(reply["progress"])
                     continue
                 if reply.get("id") == self._ids:
                     break
         except wire.Timeout:
             self.close()
-            where = f" (cell {last_cell!r} was still running)" if message["op"] == "load" and last_cell else ""
+            where = f" (cell {self._progress!r} was still running)" if message["op"] == "load" and self._progress else ""
             raise StudentTimeout("Timeout", f"{what} did not finish within {timeout:.0f} s{where}") from None
         except (wire.Closed, BrokenPipeError, wire.WireError) as exc:
             code = self.proc.poll() if self.proc else None

@@ -1,0 +1,199 @@
+"""The grading engine on a toy lab: scoring, confinement, and submissions that misbehave."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder.authoring.generate import render, solution_notebook, student_notebook
+from autograder.engine import sandbox, wire
+from autograder.engine.pipeline import Options, grade
+from autograder.engine.student import Student, StudentCrash, StudentError, StudentTimeout
+from autograder.paths import LabPaths
+
+TOYLAB = Path(__file__).parent / "toylab"
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> LabPaths:
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(TOYLAB, root, dirs_exist_ok=True)
+    paths = LabPaths("lab00", "lab00_toy", root)
+    paths.release_dir.mkdir(parents=True)
+    paths.release_notebook.write_text(render(student_notebook(paths.solution.read_text())))
+    return paths
+
+
+def submission(paths: LabPaths, tmp: Path, name: str, cells: dict[str, str] | None = None, *, drop=(), raw=None) -> Path:
+    """The reference notebook with some solution cells replaced (or removed), written to tmp/name.ipynb."""
+    out = tmp / f"{name}.ipynb"
+    if raw is not None:
+        out.write_bytes(raw)
+        return out
+    nb = solution_notebook(paths.solution.read_text())
+    for cell in list(nb.cells):
+        gid = cell.metadata["nbgrader"]["grade_id"]
+        if gid in drop:
+            nb.cells.remove(cell)
+        elif cells and gid in cells:
+            cell.source = cells[gid]
+    out.write_text(nbformat.writes(nb))
+    return out
+
+
+def graded(paths, tmp, name, **kwargs):
+    result = grade(paths, submission(paths, tmp, name, **kwargs), tmp / f"out-{name}")
+    data = json.loads((tmp / f"out-{name}" / "results.json").read_text())
+    feedback = (tmp / f"out-{name}" / "feedback.md").read_text()
+    return result, data, feedback
+
+
+def part_scores(result) -> dict[str, float]:
+    return {p.id: p.score for p in result.parts}
+
+
+# -- wire -------------------------------------------------------------------------------------------
+def test_wire_round_trips_safe_data():
+    value = {"a": [1, 2.5, None, True, "x"], "arr": np.arange(6, dtype=np.int16).reshape(2, 3),
+             "inf": float("inf"), "nested": [[np.float32(1.5)]]}
+    back = wire.from_wire(json.loads(json.dumps(wire.to_wire(value))))
+    assert back["a"] == [1, 2.5, None, True, "x"] and back["inf"] == float("inf")
+    assert back["arr"].dtype == np.int16 and back["arr"].shape == (2, 3) and back["arr"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert back["nested"] == [[1.5]]
+
+
+@pytest.mark.parametrize("bad", [object(), np.array([object()]), {1: 2}, {"__ndarray__": 1}, type("X", (float,), {})(1.0)])
+def test_wire_refuses_unsafe_values(bad):
+    with pytest.raises(wire.WireError):
+        wire.to_wire(bad)
+
+
+def test_wire_refuses_forged_arrays():
+    with pytest.raises((wire.WireError, TypeError, ValueError)):
+        wire.from_wire({"__ndarray__": {"dtype": "|O", "shape": [1], "data": ""}})
+    with pytest.raises(wire.WireError):
+        wire.from_wire({"__ndarray__": {"dtype": "<f8", "shape": [100], "data": "AAAA"}})
+
+
+# -- confinement ------------------------------------------------------------------------------------
+def test_confined_process_sees_nothing_of_the_course(toy):
+    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    with Student(spec, [("setup", "import numpy as np")]) as student:
+        seen = student.run("peek")
+        level = student.level
+    assert "torch" not in seen["torch"] or "not available" in seen["torch"], seen
+    if level == "namespaces":
+        assert seen["uid"] == 65534
+        assert "work" not in seen["root"] and "root" not in seen["root"], seen["root"]
+        assert seen["network"] != "connected"
+    print(f"sandbox level on this host: {level}")
+
+
+def test_each_call_is_bounded_and_a_fresh_process_follows_a_hang(toy):
+    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    cells = [("setup", "import numpy as np"), ("add_impl", "def add(a, b):\n    while a == [9]: pass\n    return np.add(a, b)")]
+    with Student(spec, cells, call_timeout=1, module_budget=10) as student:
+        with pytest.raises(StudentTimeout, match="did not finish within 1 s"):
+            student.run("add", [9], [1])
+        assert student.run("add", [1], [1]).tolist() == [2]
+
+
+def test_a_process_that_exits_is_reported_as_a_crash(toy):
+    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    cells = [("add_impl", "import os\ndef add(a, b):\n    os._exit(3)")]
+    with Student(spec, cells) as student, pytest.raises(StudentCrash, match="exit status 3"):
+        student.run("add", [1], [1])
+
+
+def test_learner_exceptions_show_their_own_frames_only(toy):
+    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    cells = [("add_impl", "def add(a, b):\n    return helper(a)\n\ndef helper(a):\n    raise ValueError('bad shape')")]
+    with Student(spec, cells) as student, pytest.raises(StudentError) as info:
+        student.run("add", [1], [1])
+    text = str(info.value)
+    assert "ValueError: bad shape" in text and "cell add_impl, line 5, in helper" in text
+    assert "scenarios" not in text and "/ipt" not in text
+
+
+# -- the pipeline -----------------------------------------------------------------------------------
+def test_reference_scores_full_marks_and_stub_zero(toy, tmp_path):
+    result, data, _ = graded(toy, tmp_path, "reference")
+    assert (result.score, result.max_score) == (15, 15), data
+    assert data["tests"][0]["name"] == "Part 1 · Adding" and data["tests"][0]["status"] == "passed"
+    assert len(data["extra_data"]["submission_sha256"]) == 64 and data["extra_data"]["sandbox"] in sandbox.LEVELS
+    stub = grade(toy, toy.release_notebook, tmp_path / "stub")
+    assert stub.score == 0 and all(p.failures for p in stub.parts)
+    assert "not implemented yet" in (tmp_path / "stub" / "feedback.md").read_text()
+
+
+def test_a_bug_costs_only_its_part_and_feedback_says_what_failed(toy, tmp_path):
+    result, _, feedback = graded(toy, tmp_path, "bug", cells={"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]"})
+    assert part_scores(result) == {"add": 10, "scale": pytest.approx(5 * 2 / 3, abs=0.01)}
+    assert "scale([1, 2], -3) should be [-3, -6]" in feedback
+
+
+def test_a_syntax_error_in_one_cell_costs_only_that_part(toy, tmp_path):
+    result, _, feedback = graded(toy, tmp_path, "syntax", cells={"add_impl": "def add(a, b)\n    return a"})
+    assert part_scores(result) == {"add": 0, "scale": 5}
+    assert "cell 'add_impl' raised SyntaxError" in feedback
+
+
+@pytest.mark.parametrize("name, raw, expected", [
+    ("not_json", b"{this is not json", "not valid JSON"),
+    ("not_a_notebook", b'{"hello": 1}', "not a Jupyter notebook"),
+    ("empty", b"", "not valid JSON"),
+])
+def test_unreadable_notebooks_get_a_clear_message_and_zero(toy, tmp_path, name, raw, expected):
+    result, data, feedback = graded(toy, tmp_path, name, raw=raw)
+    assert result.score == 0 and data["score"] == 0 and len(data["tests"]) == 2
+    assert expected in feedback and expected in data["output"]
+
+
+def test_missing_and_duplicated_cells_are_noted(toy, tmp_path):
+    nb = solution_notebook(toy.solution.read_text())
+    nb.cells.append(nbformat.v4.new_code_cell("def scale(a, k):\n    return None",
+                                              metadata={"nbgrader": {"grade_id": "scale_impl", "solution": True}}))
+    nb.cells = [c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] != "add_impl"]
+    path = tmp_path / "odd.ipynb"
+    path.write_text(nbformat.writes(nb))
+    result = grade(toy, path, tmp_path / "odd")
+    assert part_scores(result) == {"add": 0, "scale": 5}
+    assert any("'add_impl' is missing" in n for n in result.notes)
+    assert any("'scale_impl' appears more than once" in n for n in result.notes)
+
+
+def test_locked_cells_come_from_the_release(toy, tmp_path):
+    result, _, _ = graded(toy, tmp_path, "locked", cells={"setup": "np = None"})
+    assert result.score == 15
+
+
+@pytest.mark.parametrize("name, source, lost_part", [
+    ("exit_at_import", "import sys\nsys.exit(0)\ndef add(a, b): pass", "add"),
+    ("hang_at_import", "while True:\n    pass", "add"),
+    ("hang_in_call", "def add(a, b):\n    while True:\n        pass", "add"),
+    ("flood", "def add(a, b):\n    print('x' * 10_000_000)\n    return a", "add"),
+])
+def test_misbehaving_submissions_lose_only_what_they_touch(toy, tmp_path, name, source, lost_part):
+    result, data, feedback = graded(toy, tmp_path, name, cells={"add_impl": source})
+    scores = part_scores(result)
+    assert scores["add"] < 10 and scores["scale"] == 5, (scores, feedback)
+    assert data["score"] == result.score
+
+
+def test_grading_twice_gives_identical_results(toy, tmp_path):
+    one, _, _ = graded(toy, tmp_path, "twice_a", cells={"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]"})
+    two, _, _ = graded(toy, tmp_path, "twice_b", cells={"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]"})
+    assert [(p.id, p.score, p.failures) for p in one.parts] == [(p.id, p.score, p.failures) for p in two.parts]
+
+
+def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, capsys):
+    from autograder.engine import selftest
+    # the toy lab has only two mutants: the at-least-ten rule is the one failure expected
+    assert selftest.run(toy, jobs=2) == 1
+    out = capsys.readouterr().out
+    assert "mutants caught: 2/2" in out and "only 2 mutants" in out
+    assert out.count("FAIL") == 1
