@@ -1,0 +1,39 @@
+"""Every lab: the committed student notebook is fresh, and its graders pass their self-test."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.authoring.generate import render, student_notebook
+from autograder.engine import selftest
+from autograder.paths import all_labs
+
+LABS = all_labs()
+
+
+def test_there_is_at_least_one_lab():
+    assert LABS, "no lab found under solutions/"
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_student_notebook_is_generated_from_the_solution(paths):
+    fresh = render(student_notebook(paths.solution.read_text()))
+    assert paths.release_notebook.exists(), f"{paths.release_notebook} is missing: run `make labs`"
+    assert paths.release_notebook.read_text() == fresh, f"{paths.release_notebook.name} is stale: run `make labs` and commit"
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_every_part_has_public_and_hidden_tests(paths):
+    from labkit.notebook import lab_info, read_notebook
+    info = lab_info(read_notebook(paths.release_notebook))
+    assert info.parts, f"{paths.lab} has no graded part"
+    for part in info.parts:
+        assert (paths.public_tests / f"test_{part.id}.py").exists(), f"{paths.lab}: part {part.id} has no public tests"
+        assert (paths.graders / f"test_{part.id}.py").exists(), f"{paths.lab}: part {part.id} has no hidden graders"
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_selftest(paths, capsys):
+    code = selftest.run(paths, jobs=2)
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0, f"selftest {paths.lab} failed:\n{out}"
