@@ -26,6 +26,7 @@ def pytest_configure(config):
     path = config.getoption("--ipt-job")
     if path:
         _job.update(json.loads(Path(path).read_text()))
+        sandbox.become_subreaper()
     try:
         from hypothesis import HealthCheck, settings
     except ImportError:
@@ -57,6 +58,13 @@ def student():
             _session["load_errors"] = handle.load_errors
         if handle.output:
             _session["output"].append(handle.output)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    handle = getattr(item, "funcargs", {}).get("student")
+    if isinstance(handle, Student):
+        handle.begin_test(item.nodeid)
 
 
 def _message(excinfo) -> tuple[str, bool]:

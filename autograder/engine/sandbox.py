@@ -28,6 +28,7 @@ from autograder.paths import AUTOGRADER, build_dir
 
 ENGINE_DIR = Path(__file__).resolve().parent
 LEVELS = ("namespaces", "uid", "rlimits")
+_live: set[int] = set()  # workers started by this process and not yet terminated
 NOBODY = 65534
 
 
@@ -167,7 +168,9 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
         }
         cmd = ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
                str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]
-        return subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
+        proc = subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
+        _live.add(proc.pid)
+        return proc
 
     workdir = tempfile.mkdtemp(prefix="p1-", dir=build_dir("sandbox"))
     config = {"engine_dir": str(ENGINE_DIR), "scenarios_dir": spec.scenarios_dir,
@@ -189,11 +192,43 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
 
     proc = subprocess.Popen(argv, cwd=workdir, env=_worker_env(workdir), preexec_fn=confine, **common)
     proc.workdir = workdir  # removed by terminate()
+    _live.add(proc.pid)
     return proc
 
 
+_reaper = False
+
+
+def become_subreaper() -> None:
+    """Make this (trusted) process adopt orphans, so daemons a worker leaves behind can be found."""
+    global _reaper
+    import ctypes
+    _reaper = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+
+
+def _kill_orphans() -> None:
+    """Kill every adopted process (our children that are not live workers): a worker's daemons."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if int(fields[1]) == me and int(entry) not in _live:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                os.waitpid(int(entry), os.WNOHANG)
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+
+
+
 def terminate(proc: subprocess.Popen) -> None:
-    """Kill the worker and everything it started (its session; at level namespaces, its pid namespace)."""
+    """Kill the worker and everything it started (its session; at level namespaces, its pid namespace;
+    elsewhere, as a subreaper, the daemons it left)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -209,6 +244,9 @@ def terminate(proc: subprocess.Popen) -> None:
     for stream in (proc.stdout, proc.stderr):
         if stream:
             stream.close()
+    _live.discard(proc.pid)
+    if _reaper:
+        _kill_orphans()
     workdir = getattr(proc, "workdir", None)
     if workdir:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -70,6 +70,8 @@ class Student:
         self.fatal: str | None = None
         self.skipped: dict[str, dict] = skipped if skipped is not None else {}  # cells that broke loading
         self._progress: str | None = None
+        self.test_id: str | None = None
+        self._broken: tuple[str | None, StudentError] | None = None  # (test, error) of the last hang or crash
         self.proc = None
         self.outputs: list[_Capped] = []
         self._ids = 0
@@ -170,6 +172,8 @@ class Student:
             target = f"{self.spec.lab}.scenarios:{target}"
         if self.fatal:
             raise StudentTimeout("Timeout", self.fatal)
+        if self._broken and self._broken[0] == self.test_id:
+            raise self._broken[1]  # one hang or crash per test is enough
         if self._remaining() <= 0:
             self.fatal = f"this part's time budget of {self.module_budget:.0f} s is used up; remaining checks were not run"
             raise StudentTimeout("Timeout", self.fatal)
@@ -184,8 +188,15 @@ class Student:
         started = time.monotonic()
         try:
             return self._request(payload, timeout, what=f"{target.split(':')[-1]}")
+        except (StudentTimeout, StudentCrash) as exc:
+            self._broken = (self.test_id, exc)
+            raise
         finally:
             self.spent += time.monotonic() - started
+
+    def begin_test(self, test_id: str) -> None:
+        """Calls are grouped by test: after a hang or crash, the rest of that test fails at once."""
+        self.test_id = test_id
 
 
 def _describe_exit(code) -> str:

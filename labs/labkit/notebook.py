@@ -73,8 +73,8 @@ def read_notebook(source: str | Path | bytes) -> nbformat.NotebookNode:
         raise NotebookError(f"the notebook is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB; clear its outputs and submit again")
     try:
         raw = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise NotebookError(f"the file is not a Jupyter notebook (not valid JSON: {exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise NotebookError(f"the file is not a Jupyter notebook (not valid JSON: {str(exc)[:200]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         raise NotebookError("the file is JSON but not a Jupyter notebook (no list of cells)")
     if raw.get("nbformat") != 4:
