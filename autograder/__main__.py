@@ -19,6 +19,7 @@ def main(argv=None) -> int:
     g.add_argument("--out", type=Path, help="results folder (default: grading/<lab>)")
     g.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded in parallel")
     g.add_argument("--sandbox", default="auto", help="auto, namespaces, uid or rlimits")
+    g.add_argument("--force", action="store_true", help="regrade submissions already graded with the same graders")
 
     s = sub.add_parser("selftest", help="prove a lab's graders: reference full, stub zero, mutants caught")
     s.add_argument("labs", nargs="*", help="lab ids (default: all)")
@@ -27,7 +28,7 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "grade":
-        return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox)
+        return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force)
     return commands.selftest(args.labs, args.jobs, args.sandbox)
 
 

@@ -1,16 +1,20 @@
 """What the command line does: grade submissions, run self-tests."""
 from __future__ import annotations
 
+import csv
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from tqdm import tqdm
 
 from rich.console import Console
 from rich.table import Table
 
 from autograder.authoring.generate import render, solution_notebook
 from autograder.engine import selftest as selftest_mod
-from autograder.engine.pipeline import GradeResult, Options, grade as grade_one
+from autograder.engine.pipeline import Options, fingerprint, grade as grade_one, parse
 from autograder.paths import REPO, all_labs, build_dir, lab_paths
 
 console = Console(highlight=False)
@@ -41,21 +45,43 @@ def _folder_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", path.stem) or "submission"
 
 
-def score_table(lab: str, graded: list[tuple[Path, GradeResult]]) -> Table:
-    table = Table(title=f"{lab}: {len(graded)} submission(s)")
+def score_table(lab: str, rows: list[tuple[Path, dict]]) -> Table:
+    table = Table(title=f"{lab}: {len(rows)} submission(s)")
     table.add_column("submission")
-    parts = graded[0][1].parts if graded else []
-    for p in parts:
-        table.add_column(f"{p.id}\n/{p.points:g}", justify="right")
+    parts = rows[0][1]["extra_data"]["parts"] if rows else {}
+    for part, info in parts.items():
+        table.add_column(f"{part}\n/{info['max_score']:g}", justify="right")
     table.add_column("total", justify="right")
-    for path, result in graded:
-        cells = [f"{p.score:g}" for p in result.parts]
-        total = f"{result.score:g}/{result.max_score:g}" + (" [red](error)[/]" if result.error else "")
-        table.add_row(path.name, *cells, total)
+    for path, data in rows:
+        extra = data["extra_data"]
+        total = f"{data['score']:g}/{data['max_score']:g}" + (" [red](internal error)[/]" if extra["internal_errors"] else "")
+        table.add_row(path.name, *(f"{extra['parts'][p]['score']:g}" for p in parts), total)
     return table
 
 
-def grade(lab: str, submissions: list[Path], out: Path | None, jobs: int, sandbox: str) -> int:
+def _already_graded(path: Path, target: Path, fingerprint: str) -> bool:
+    """Resumable batches: same submission bytes, same graders -> keep the earlier result."""
+    try:
+        extra = json.loads((target / "results.json").read_text())["extra_data"]
+        return extra["submission_sha256"] == parse(path).sha256 and extra["graders_sha256"] == fingerprint
+    except (OSError, KeyError, ValueError, TypeError):
+        return False
+
+
+def write_class_csv(out: Path, rows: list[tuple[Path, dict]]) -> Path:
+    file = out / "class.csv"
+    parts = list(rows[0][1]["extra_data"]["parts"]) if rows else []
+    with file.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", *parts, "score", "max_score", "sandbox", "internal_errors", "sha256"])
+        for path, data in rows:
+            extra = data["extra_data"]
+            writer.writerow([path.name, *(extra["parts"][p]["score"] for p in parts), data["score"], data["max_score"],
+                             extra["sandbox"], len(extra["internal_errors"]), extra["submission_sha256"]])
+    return file
+
+
+def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: str, force: bool = False) -> int:
     paths = lab_paths(lab)
     items = expand(submissions) if submissions else example_submissions(paths.lab)
     missing = [p for p in items if not p.exists()]
@@ -65,10 +91,20 @@ def grade(lab: str, submissions: list[Path], out: Path | None, jobs: int, sandbo
     out = out or (REPO / "grading" / paths.lab)
     single = len(submissions) == 1 and submissions[0].is_file()
     targets = [out if single else out / _folder_name(p) for p in items]
-    options = Options(sandbox)
+    if len(set(targets)) != len(targets):
+        console.print("[red]two submissions share a name; rename one[/]")
+        return 2
+    options, stamp = Options(sandbox), fingerprint(paths)
+    todo = [(p, t) for p, t in zip(items, targets) if force or not _already_graded(p, t, stamp)]
+    if len(todo) < len(items):
+        console.print(f"{len(items) - len(todo)} submission(s) already graded with these graders: kept (--force regrades)")
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        results = list(pool.map(lambda pt: grade_one(paths, pt[0], pt[1], options), zip(items, targets)))
-    console.print(score_table(paths.lab, list(zip(items, results))))
+        work = pool.map(lambda pt: grade_one(paths, pt[0], pt[1], options), todo)
+        list(tqdm(work, total=len(todo), desc=f"grading {paths.lab}", unit="sub", disable=len(todo) < 2))
+    rows = [(p, json.loads((t / "results.json").read_text())) for p, t in zip(items, targets)]
+    console.print(score_table(paths.lab, rows))
+    if not single:
+        console.print(f"class table: {write_class_csv(out, rows)}")
     console.print(f"results in {out}" + ("" if single else "/<submission>/") + " (results.json, feedback.md)")
     return 0
 

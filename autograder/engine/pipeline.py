@@ -60,6 +60,8 @@ class GradeResult:
     level: str | None
     seconds: float
     error: str | None = None  # grading-side failure, for the instructor
+    tests: list[dict] = field(default_factory=list)  # every hidden test's record (instructors only)
+    fingerprint: str = ""
 
     @property
     def score(self) -> float:
@@ -160,6 +162,16 @@ def score(info: LabInfo, tests: list[dict]) -> list[PartResult]:
     return parts
 
 
+def fingerprint(paths: LabPaths) -> str:
+    """Changes whenever anything that decides a score changes: graders, scenarios, release, engine."""
+    digest = hashlib.sha256(results.ENGINE_VERSION.encode())
+    files = sorted(paths.graders.rglob("*.py")) + sorted(paths.graders.glob("*.toml")) + [paths.scenarios, paths.release_notebook]
+    for file in files:
+        if file.exists():
+            digest.update(file.name.encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
 # -- the whole pipeline --------------------------------------------------------------------------
 def grade(lab: str | LabPaths, path: Path, out_dir: Path, options: Options | None = None) -> GradeResult:
     options = options or Options()
@@ -168,7 +180,7 @@ def grade(lab: str | LabPaths, path: Path, out_dir: Path, options: Options | Non
     release_nb = read_notebook(paths.release_notebook)
     info = lab_info(release_nb)
     sub = parse(path)
-    notes, level, error, parts = [], None, None, []
+    notes, level, error, parts, tests = [], None, None, [], []
     try:
         if sub.problem:
             notes.append(sub.problem)
@@ -186,6 +198,7 @@ def grade(lab: str | LabPaths, path: Path, out_dir: Path, options: Options | Non
     except Exception as exc:  # noqa: BLE001 - an internal fault still yields a valid results.json
         error = f"{type(exc).__name__}: {exc}"
         parts = parts or score(info, [])
-    result = GradeResult(paths.lab, sub, parts, notes, level, round(time.monotonic() - started, 2), error)
+    result = GradeResult(paths.lab, sub, parts, notes, level, round(time.monotonic() - started, 2), error,
+                         tests, fingerprint(paths))
     results.write(result, info, Path(out_dir))
     return result

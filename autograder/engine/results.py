@@ -60,6 +60,7 @@ def to_gradescope(result, info) -> dict:
             "lab": result.lab,
             "sandbox": result.level,
             "submission_sha256": result.submission.sha256,
+            "graders_sha256": result.fingerprint,
             "engine_version": ENGINE_VERSION,
             "parts": {p.id: {"score": p.score, "max_score": p.points, "passed": p.passed, "total": p.total} for p in result.parts},
             "internal_errors": ([result.error] if result.error else []) + [e for p in result.parts for e in p.internal],
@@ -82,3 +83,5 @@ def write(result, info, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(to_gradescope(result, info), indent=2) + "\n")
     (out_dir / "feedback.md").write_text(to_markdown(result, info))
+    # for instructors only (class reports): which hidden test passed, by name
+    (out_dir / "outcomes.json").write_text(json.dumps(result.tests, indent=1) + "\n")

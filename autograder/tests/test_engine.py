@@ -197,3 +197,25 @@ def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, ca
     out = capsys.readouterr().out
     assert "mutants caught: 2/2" in out and "only 2 mutants" in out
     assert out.count("FAIL") == 1
+
+
+def test_batch_grading_writes_a_class_table_and_resumes(toy, tmp_path, capsys):
+    from autograder import commands
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    submission(toy, folder, "alice")
+    submission(toy, folder, "bob", cells={"add_impl": "def add(a, b):\n    return a"})
+    out = tmp_path / "out"
+    assert commands.grade(toy, [folder], out, 2, "auto") == 0
+    rows = (out / "class.csv").read_text().splitlines()
+    assert rows[0].startswith("submission,add,scale,score,max_score")
+    assert rows[1].startswith("alice.ipynb,10.0,5.0,15.0,15.0") and rows[2].startswith("bob.ipynb,0.0,5.0,5.0,15.0")
+    first = (out / "bob" / "results.json").stat().st_mtime_ns
+    capsys.readouterr()
+    assert commands.grade(toy, [folder], out, 2, "auto") == 0
+    assert "2 submission(s) already graded" in capsys.readouterr().out
+    assert (out / "bob" / "results.json").stat().st_mtime_ns == first
+    assert commands.grade(toy, [folder], out, 2, "auto", force=True) == 0
+    assert (out / "bob" / "results.json").stat().st_mtime_ns != first
+    outcomes = json.loads((out / "bob" / "outcomes.json").read_text())
+    assert {o["part"] for o in outcomes} == {"add", "scale"} and any(o["outcome"] == "failed" for o in outcomes)
