@@ -50,8 +50,10 @@ class LabPaths:
 
 
 def all_labs(root: Path = REPO) -> list[LabPaths]:
-    """Every lab that has a solution source, in order."""
-    return [LabPaths(p.stem.split("_", 1)[0], p.stem, root) for p in sorted((root / "solutions").glob("lab[0-9][0-9]_*.py"))]
+    """Every lab with a solution source or a release folder (a grading-only install has no solutions)."""
+    slugs = {p.stem for p in (root / "solutions").glob("lab[0-9][0-9]_*.py")}
+    slugs |= {p.name for p in (root / "labs").glob("lab[0-9][0-9]_*") if p.is_dir()}
+    return [LabPaths(slug.split("_", 1)[0], slug, root) for slug in sorted(slugs)]
 
 
 def lab_paths(lab: "str | LabPaths", root: Path = REPO) -> LabPaths:

@@ -73,8 +73,11 @@ class GradeResult:
 
 
 # -- parse ---------------------------------------------------------------------------------------
-def parse(path: Path) -> Submission:
-    sub = Submission(Path(path))
+def parse(path: Path | None) -> Submission:
+    sub = Submission(Path(path) if path else Path("-"))
+    if path is None:
+        sub.problem = "no notebook was found in the submission: upload your lab's .ipynb file"
+        return sub
     try:
         if sub.path.suffix == ".zip":
             from labkit.submission import read_submission
@@ -173,7 +176,7 @@ def fingerprint(paths: LabPaths) -> str:
 
 
 # -- the whole pipeline --------------------------------------------------------------------------
-def grade(lab: str | LabPaths, path: Path, out_dir: Path, options: Options | None = None) -> GradeResult:
+def grade(lab: str | LabPaths, path: Path | None, out_dir: Path, options: Options | None = None) -> GradeResult:
     options = options or Options()
     started = time.monotonic()
     paths = lab_paths(lab)

@@ -1,0 +1,118 @@
+"""Gradescope: `make gradescope LAB=labNN` builds the autograder zip; `run` is what it executes there.
+
+The zip holds setup.sh, run_autograder, the engine, this lab's hidden graders and scenarios, labkit
+and the release notebook. run_autograder grades $ROOT/submission into $ROOT/results/results.json
+(ROOT=/autograder on Gradescope; IPT_GRADESCOPE_ROOT points elsewhere for tests).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+from autograder.paths import REPO, LabPaths, build_dir, lab_paths
+
+GRADER_REQUIREMENTS = ("numpy", "pytest", "hypothesis", "nbformat", "rich", "tqdm")
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope image set-up (choose an Ubuntu 24.04 base image: Python 3.12).
+set -euo pipefail
+apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv util-linux >/dev/null
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install -q -r /autograder/source/requirements-grader.txt
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Grades /autograder/submission into /autograder/results/results.json; the learner's code runs as
+# an unprivileged user in the strongest sandbox the container allows.
+ROOT="${{IPT_GRADESCOPE_ROOT:-/autograder}}"
+PY="${{IPT_PYTHON:-$ROOT/venv/bin/python}}"
+cd "$ROOT/source" || exit 1
+export PYTHONPATH="$ROOT/source:$ROOT/source/labs" OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$ROOT/source/build/tmp" && export TMPDIR="$ROOT/source/build/tmp"
+exec "$PY" -m autograder.bridges.gradescope run {lab} --root "$ROOT"
+"""
+
+
+def _members(paths: LabPaths) -> dict[str, Path]:
+    """Files of the zip's source/ folder: engine, this lab's graders and scenarios, labkit, release."""
+    files = {}
+    for base in ("autograder/__init__.py", "autograder/paths.py", "autograder/engine", "autograder/bridges",
+                 "labs/labkit"):
+        source = REPO / base
+        for file in ([source] if source.is_file() else sorted(source.rglob("*"))):
+            if file.is_file() and "__pycache__" not in file.parts and file.name != "READY":
+                files[str(file.relative_to(REPO))] = file
+    for file in sorted(paths.graders.rglob("*")):
+        if file.is_file() and "__pycache__" not in file.parts:
+            files[str(file.relative_to(paths.root))] = file
+    files["autograder/graders/__init__.py"] = REPO / "autograder/graders/__init__.py"
+    files[str(paths.scenarios.relative_to(paths.root))] = paths.scenarios
+    files[str(paths.release_notebook.relative_to(paths.root))] = paths.release_notebook
+    return files
+
+
+def requirements() -> str:
+    pins = [line for line in (REPO / "requirements.txt").read_text().splitlines()
+            if line.split("==")[0].strip() in GRADER_REQUIREMENTS]
+    return "\n".join(pins) + "\n"
+
+
+def build(lab: "str | LabPaths", target: Path | None = None) -> Path:
+    paths = lab_paths(lab)
+    target = target or REPO / "dist" / "gradescope" / f"{paths.lab}.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        def add(name: str, data: bytes, mode: int = 0o644):
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+        add("setup.sh", SETUP_SH.encode(), 0o755)
+        add("run_autograder", RUN_AUTOGRADER.format(lab=paths.lab).encode(), 0o755)
+        add("requirements-grader.txt", requirements().encode())
+        for name, file in _members(paths).items():
+            add(name, file.read_bytes())
+    target.write_bytes(buffer.getvalue())
+    return target
+
+
+def find_submission(folder: Path, lab: str) -> Path | None:
+    """The uploaded notebook (or `make submit` zip); prefer one named after the lab."""
+    candidates = sorted(p for p in folder.rglob("*") if p.suffix in (".ipynb", ".zip") and p.is_file())
+    named = [p for p in candidates if p.name.startswith(lab)]
+    return (named or candidates or [None])[0]
+
+
+def run(lab: str, root: Path) -> int:
+    from autograder.engine.pipeline import grade
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    out = build_dir("gradescope-out")
+    grade(lab, find_submission(root / "submission", lab), out)
+    (results / "results.json").write_text((out / "results.json").read_text())
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.bridges.gradescope")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="write dist/gradescope/LAB.zip")
+    b.add_argument("lab")
+    r = sub.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json")
+    r.add_argument("lab")
+    r.add_argument("--root", type=Path, default=Path("/autograder"))
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"wrote {build(args.lab)}")
+        return 0
+    return run(args.lab, args.root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
