@@ -17,7 +17,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope clean
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -67,6 +67,9 @@ selftest: setup  ## prove the graders: make selftest [LAB=lab01]
 
 gradescope: setup  ## Gradescope autograder zip: make gradescope LAB=lab01 -> dist/gradescope/lab01.zip
 	$(PY) -m autograder.bridges.gradescope build $(LAB)
+
+nbgrader: setup  ## nbgrader course directory in build/nbgrader (then: python -m autograder nbgrader-grade labNN)
+	$(PY) -m autograder.bridges.nbgrader build
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build dist book/_build grading

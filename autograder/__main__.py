@@ -26,7 +26,13 @@ def main(argv=None) -> int:
     s.add_argument("-j", "--jobs", type=int, default=2)
     s.add_argument("--sandbox", default="auto")
 
+    n = sub.add_parser("nbgrader-grade", help="grade an nbgrader course's collected submissions into its gradebook")
+    n.add_argument("lab")
+    n.add_argument("--course", type=Path, default=Path("build/nbgrader"), help="nbgrader course directory")
+
     args = parser.parse_args(argv)
+    if args.command == "nbgrader-grade":
+        return commands.nbgrader_grade(args.lab, args.course)
     if args.command == "grade":
         return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force)
     return commands.selftest(args.labs, args.jobs, args.sandbox)

@@ -112,3 +112,13 @@ def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: st
 def selftest(labs: list[str], jobs: int, sandbox: str) -> int:
     chosen = [lab_paths(lab).lab for lab in labs] or [p.lab for p in all_labs()]
     return max((selftest_mod.run(lab, jobs, sandbox) for lab in chosen), default=0)
+
+
+def nbgrader_grade(lab: str, course: Path) -> int:
+    from autograder.bridges.nbgrader import grade_course
+    graded = grade_course(lab, course)
+    for student, score in graded:
+        console.print(f"{student}: {score:g}")
+    console.print(f"{len(graded)} submission(s) graded into {course / 'gradebook.db'}; "
+                  f"next: nbgrader generate_feedback {lab_paths(lab).lab} && nbgrader export")
+    return 0
