@@ -17,7 +17,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader clean
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader report clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -64,6 +64,9 @@ grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] (no SUB: the bund
 
 selftest: setup  ## prove the graders: make selftest [LAB=lab01]
 	$(PY) -m autograder selftest $(LAB)
+
+report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
+	$(PY) -m autograder report $(LAB)
 
 gradescope: setup  ## Gradescope autograder zip: make gradescope LAB=lab01 -> dist/gradescope/lab01.zip
 	$(PY) -m autograder.bridges.gradescope build $(LAB)

@@ -30,7 +30,13 @@ def main(argv=None) -> int:
     n.add_argument("lab")
     n.add_argument("--course", type=Path, default=Path("build/nbgrader"), help="nbgrader course directory")
 
+    r = sub.add_parser("report", help="HTML class report of a graded batch")
+    r.add_argument("lab")
+    r.add_argument("--results", type=Path, help="graded batch folder (default: grading/<lab>)")
+
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return commands.report(args.lab, args.results)
     if args.command == "nbgrader-grade":
         return commands.nbgrader_grade(args.lab, args.course)
     if args.command == "grade":

@@ -122,3 +122,10 @@ def nbgrader_grade(lab: str, course: Path) -> int:
     console.print(f"{len(graded)} submission(s) graded into {course / 'gradebook.db'}; "
                   f"next: nbgrader generate_feedback {lab_paths(lab).lab} && nbgrader export")
     return 0
+
+
+def report(lab: str, folder: Path | None) -> int:
+    from autograder.report import build
+    paths = lab_paths(lab)
+    console.print(f"class report: {build(paths.lab, folder or REPO / 'grading' / paths.lab)}")
+    return 0

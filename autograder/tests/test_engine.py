@@ -219,3 +219,17 @@ def test_batch_grading_writes_a_class_table_and_resumes(toy, tmp_path, capsys):
     assert (out / "bob" / "results.json").stat().st_mtime_ns != first
     outcomes = json.loads((out / "bob" / "outcomes.json").read_text())
     assert {o["part"] for o in outcomes} == {"add", "scale"} and any(o["outcome"] == "failed" for o in outcomes)
+
+
+def test_class_report_shows_distribution_parts_and_most_failed_tests(toy, tmp_path):
+    from autograder import commands
+    from autograder.report import build
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    submission(toy, folder, "alice")
+    submission(toy, folder, "bob", cells={"add_impl": "def add(a, b):\n    return a"})
+    submission(toy, folder, "carol", cells={"add_impl": "def add(a, b):\n    return a"})
+    commands.grade(toy, [folder], tmp_path / "out", 2, "auto")
+    page = build("lab00", tmp_path / "out").read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert "3 submissions" in page and "test_add.py::test_small</code></td><td>2 of 3" in page
