@@ -34,7 +34,14 @@ def main(argv=None) -> int:
     r.add_argument("lab")
     r.add_argument("--results", type=Path, help="graded batch folder (default: grading/<lab>)")
 
+    b = sub.add_parser("bench-grader", help="our grader vs nbgrader autograde on the same submissions")
+    b.add_argument("lab", nargs="?", default="lab01")
+    b.add_argument("--rounds", type=int, default=2)
+
     args = parser.parse_args(argv)
+    if args.command == "bench-grader":
+        from autograder import bench
+        return bench.run(args.lab, args.rounds)
     if args.command == "report":
         return commands.report(args.lab, args.results)
     if args.command == "nbgrader-grade":

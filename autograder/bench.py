@@ -1,0 +1,95 @@
+"""`make bench-grader`: our confined grader against `nbgrader autograde`, measured in one run.
+
+Same submissions for both (the lab's bundled examples), runs interleaved (ours, theirs, ours, ...),
+medians reported. Prints seconds per submission, `time ratio ours/nbgrader: X.XX`, batch throughput
+at -j1 and -j2, and the confinement overhead per test module (confined vs plain worker start).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from autograder.bridges import nbgrader as bridge
+from autograder.engine import sandbox
+from autograder.engine.pipeline import Options, grade
+from autograder.engine.student import Student
+from autograder.paths import LabPaths, build_dir, lab_paths
+
+
+def _nbgrader(course: Path, *args: str) -> None:
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(course / ".jupyter")}
+    subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+
+
+def nbgrader_course(paths: LabPaths, submissions: list[Path]) -> Path:
+    course = build_dir("bench", "nbgrader")
+    shutil.rmtree(course)
+    bridge.build(course, [paths])
+    _nbgrader(course, "generate_assignment", paths.lab)
+    for i, sub in enumerate(submissions):
+        folder = course / "submitted" / f"s{i}" / paths.lab
+        folder.mkdir(parents=True)
+        shutil.copy(sub, folder / f"{paths.slug}.ipynb")
+    return course
+
+
+def time_ours(paths: LabPaths, sub: Path, i: int) -> float:
+    started = time.perf_counter()
+    grade(paths, sub, build_dir("bench", "ours", f"s{i}"))
+    return time.perf_counter() - started
+
+
+def time_nbgrader(paths: LabPaths, course: Path, i: int) -> float:
+    started = time.perf_counter()
+    _nbgrader(course, "autograde", paths.lab, f"--student=s{i}", "--force")
+    return time.perf_counter() - started
+
+
+def throughput(paths: LabPaths, submissions: list[Path], jobs: int) -> float:
+    started = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda ix: grade(paths, ix[1], build_dir("bench", f"j{jobs}", f"s{ix[0]}"), Options()),
+                      enumerate(submissions)))
+    return len(submissions) / (time.perf_counter() - started)
+
+
+def module_overhead(paths: LabPaths, repeats: int = 5) -> tuple[str, float]:
+    """Median start+load time of a confined worker minus that of a plain (rlimits) one."""
+    level = sandbox.detect_level()
+    cells = [("setup", "import numpy as np")]
+    samples = {level: [], "rlimits": []}
+    for _ in range(repeats):
+        for lvl in samples:
+            spec = sandbox.SandboxSpec(paths.lab, str(paths.scenarios.parent), level=lvl)
+            started = time.perf_counter()
+            with Student(spec, cells) as student:
+                student._start()
+            samples[lvl].append(time.perf_counter() - started)
+    return level, statistics.median(samples[level]) - statistics.median(samples["rlimits"])
+
+
+def run(lab: "str | LabPaths", rounds: int = 2) -> int:
+    from autograder.commands import example_submissions
+    paths = lab_paths(lab)
+    subs = example_submissions(paths) if isinstance(lab, str) else sorted(paths.examples.glob("*.ipynb"))
+    course = nbgrader_course(paths, subs)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        for i, sub in enumerate(subs):
+            ours.append(time_ours(paths, sub, i))
+            theirs.append(time_nbgrader(paths, course, i))
+    level, overhead = module_overhead(paths)
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    print(f"{paths.lab}: {len(subs)} submissions x {rounds} rounds, interleaved; medians")
+    print(f"seconds per submission: ours {ours_s:.2f} (confined, level {level}), nbgrader autograde {theirs_s:.2f} (unconfined)")
+    print(f"time ratio ours/nbgrader: {ours_s / theirs_s:.2f}")
+    print(f"batch throughput: -j1 {throughput(paths, subs, 1):.2f} submissions/s, -j2 {throughput(paths, subs, 2):.2f} submissions/s")
+    print(f"confinement overhead per test module: {overhead:.3f} s ({level} vs plain subprocess)")
+    return 0
