@@ -67,9 +67,9 @@ def module_overhead(paths: LabPaths, repeats: int = 5) -> tuple[str, float]:
     samples = {level: [], "rlimits": []}
     for _ in range(repeats):
         for lvl in samples:
-            spec = sandbox.SandboxSpec(paths.lab, str(paths.scenarios.parent), level=lvl)
+            spec = sandbox.SandboxSpec(paths.lab, level=lvl)
             started = time.perf_counter()
-            with Student(spec, cells) as student:
+            with Student(spec, cells, scenarios={paths.lab: paths.scenarios.read_text()}) as student:
                 student._start()
             samples[lvl].append(time.perf_counter() - started)
     return level, statistics.median(samples[level]) - statistics.median(samples["rlimits"])

@@ -34,6 +34,8 @@ PY="${{IPT_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT/source" || exit 1
 export PYTHONPATH="$ROOT/source:$ROOT/source/labs" OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$ROOT/source/build/tmp" && export TMPDIR="$ROOT/source/build/tmp"
+# where the learner's code runs as another user without its own filesystem view, hide the graders
+chmod -R go-rwx "$ROOT/source/autograder/graders" "$ROOT/results" 2>/dev/null || true
 exec "$PY" -m autograder.bridges.gradescope run {lab} --root "$ROOT"
 """
 

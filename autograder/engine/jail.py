@@ -2,7 +2,7 @@
 
 Run by the sandbox as pid 1 of new pid/mount/net/ipc/uts namespaces (`unshare --fork --kill-child`),
 as root, with the standard library only. The new root is an empty tmpfs holding just the system
-libraries, the Python installation, the allowed site-packages, the engine and the scenarios, all
+libraries, the Python installation, the allowed site-packages and the engine, all
 read-only, plus a private /tmp. Hidden graders, solutions, results and other submissions do not
 exist in it. Then: chroot, rlimits, uid/gid nobody, no_new_privs, exec the worker.
 """

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.paths import AUTOGRADER, build_dir
+from autograder.paths import build_dir
 
 ENGINE_DIR = Path(__file__).resolve().parent
 LEVELS = ("namespaces", "uid", "rlimits")
@@ -55,7 +55,6 @@ class Limits:
 @dataclass(frozen=True)
 class SandboxSpec:
     lab: str
-    scenarios_dir: str = str(AUTOGRADER / "scenarios")
     deny_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     level: str = "auto"
@@ -111,6 +110,35 @@ def _base_python() -> tuple[Path, Path]:
     return (exe if exe.exists() else Path(sys.executable).resolve()), prefix
 
 
+def _others_can_reach(path: Path) -> bool:
+    """Can an unprivileged user traverse every folder above `path` and read it?"""
+    return all(p.stat().st_mode & 0o001 for p in path.parents if p != Path("/")) and bool(path.stat().st_mode & 0o004)
+
+
+def _unprivileged_python() -> tuple[Path, Path]:
+    """An interpreter nobody can run: the real one, or a hard-linked minimal copy of it (interpreter,
+    libpython, standard library) when it lives under a private folder such as /root."""
+    exe, prefix = _base_python()
+    if _others_can_reach(exe):
+        return exe, prefix
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    target = build_dir("sandbox") / f"{version}-{hashlib.sha256(str(prefix).encode()).hexdigest()[:8]}"
+    if not target.exists():
+        staging = Path(tempfile.mkdtemp(prefix="python-", dir=build_dir("sandbox")))
+        (staging / "bin").mkdir()
+        _link_or_copy(exe, staging / "bin" / version)
+        shutil.copytree(prefix / "lib", staging / "lib", copy_function=_link_or_copy, symlinks=True,
+                        ignore=lambda folder, names: [n for n in names if n in ("site-packages", "test", "pkgconfig")])
+        for folder in [staging, *staging.rglob("*")]:
+            if folder.is_dir() and not folder.is_symlink():
+                folder.chmod(0o755)
+        try:
+            staging.rename(target)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target / "bin" / version, target
+
+
 def _worker_env(tmp: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A scrubbed environment: nothing hints at grading, nothing points at the course tree."""
     env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
@@ -154,13 +182,12 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
 
     if spec.level == "namespaces":
         inside_exe = f"/ipt/python/bin/{exe.name}"
-        config = {"engine_dir": "/ipt/engine", "scenarios_dir": "/ipt/scenarios", "site_dirs": ["/ipt/site"],
+        config = {"engine_dir": "/ipt/engine", "site_dirs": ["/ipt/site"],
                   "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
         argv = [inside_exe, "-I", "-S", "-B"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
         plan = {
             "root": str(build_dir("sandbox", "root")),
-            "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR),
-                      "/ipt/scenarios": spec.scenarios_dir},
+            "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR)},
             "tmp_mb": spec.limits.tmp_mb,
             "limits": spec.limits.rlimits(),
             "argv": argv,
@@ -172,11 +199,13 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
         _live.add(proc.pid)
         return proc
 
+    drop = spec.level == "uid"
+    if drop:
+        exe, prefix = _unprivileged_python()
     workdir = tempfile.mkdtemp(prefix="p1-", dir=build_dir("sandbox"))
-    config = {"engine_dir": str(ENGINE_DIR), "scenarios_dir": spec.scenarios_dir,
+    config = {"engine_dir": str(ENGINE_DIR),
               "site_dirs": [str(site)], "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
     argv = [str(exe), "-I", "-S", "-B"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
-    drop = spec.level == "uid"
     if drop:
         os.chown(workdir, NOBODY, NOBODY)
 
@@ -190,7 +219,8 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
             import ctypes
             ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
 
-    proc = subprocess.Popen(argv, cwd=workdir, env=_worker_env(workdir), preexec_fn=confine, **common)
+    env = _worker_env(workdir, {"LD_LIBRARY_PATH": str(prefix / "lib")})
+    proc = subprocess.Popen(argv, cwd=workdir, env=env, preexec_fn=confine, **common)
     proc.workdir = workdir  # removed by terminate()
     _live.add(proc.pid)
     return proc

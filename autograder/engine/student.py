@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import threading
 import time
 
@@ -59,9 +60,10 @@ class _Capped:
 
 
 class Student:
-    def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *, call_timeout: float = 10,
+    def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *, scenarios: dict[str, str],
+                 call_timeout: float = 10,
                  module_budget: float = 120, load_timeout: float = 30, skipped: dict | None = None):
-        self.spec, self.cells = spec, cells
+        self.spec, self.cells, self.scenarios = spec, cells, scenarios  # scenarios: lab -> module source
         self.call_timeout, self.module_budget, self.load_timeout = call_timeout, module_budget, load_timeout
         self.level = sandbox.resolve_level(spec.level)
         self.spec = dataclasses.replace(spec, level=self.level)
@@ -85,7 +87,7 @@ class Student:
             cells = [c for c in self.cells if c[0] not in self.skipped]
             started = time.monotonic()
             try:
-                errors = self._request({"op": "load", "cells": cells}, min(self.load_timeout, self._remaining()),
+                errors = self._request({"op": "load", "cells": cells, "scenarios": self.scenarios}, min(self.load_timeout, self._remaining()),
                                        what="loading your notebook")
                 break
             except (StudentTimeout, StudentCrash) as exc:
@@ -153,7 +155,10 @@ class Student:
             where = f" (cell {self._progress!r} was still running)" if message["op"] == "load" and self._progress else ""
             raise StudentTimeout("Timeout", f"{what} did not finish within {timeout:.0f} s{where}") from None
         except (wire.Closed, BrokenPipeError, wire.WireError) as exc:
-            code = self.proc.poll() if self.proc else None
+            try:
+                code = self.proc.wait(timeout=2) if self.proc else None
+            except subprocess.TimeoutExpired:
+                code = None
             self.close()
             if isinstance(exc, wire.WireError):
                 raise StudentCrash("Crash", f"{what}: the student process sent malformed data ({exc})") from None
@@ -172,7 +177,7 @@ class Student:
             target = f"{self.spec.lab}.scenarios:{target}"
         if self.fatal:
             raise StudentTimeout("Timeout", self.fatal)
-        if self._broken and self._broken[0] == self.test_id:
+        if self._broken and self.test_id is not None and self._broken[0] == self.test_id:
             raise self._broken[1]  # one hang or crash per test is enough
         if self._remaining() <= 0:
             self.fatal = f"this part's time budget of {self.module_budget:.0f} s is used up; remaining checks were not run"

@@ -28,6 +28,10 @@ def toy(tmp_path_factory) -> LabPaths:
     return paths
 
 
+def scenarios(paths: LabPaths) -> dict[str, str]:
+    return {paths.lab: paths.scenarios.read_text()}
+
+
 def submission(paths: LabPaths, tmp: Path, name: str, cells: dict[str, str] | None = None, *, drop=(), raw=None) -> Path:
     """The reference notebook with some solution cells replaced (or removed), written to tmp/name.ipynb."""
     out = tmp / f"{name}.ipynb"
@@ -81,8 +85,8 @@ def test_wire_refuses_forged_arrays():
 
 # -- confinement ------------------------------------------------------------------------------------
 def test_confined_process_sees_nothing_of_the_course(toy):
-    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
-    with Student(spec, [("setup", "import numpy as np")]) as student:
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
+    with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
         seen = student.run("peek")
         level = student.level
     assert "torch" not in seen["torch"] or "not available" in seen["torch"], seen
@@ -94,25 +98,25 @@ def test_confined_process_sees_nothing_of_the_course(toy):
 
 
 def test_each_call_is_bounded_and_a_fresh_process_follows_a_hang(toy):
-    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
     cells = [("setup", "import numpy as np"), ("add_impl", "def add(a, b):\n    while a == [9]: pass\n    return np.add(a, b)")]
-    with Student(spec, cells, call_timeout=1, module_budget=10) as student:
+    with Student(spec, cells, scenarios=scenarios(toy), call_timeout=1, module_budget=10) as student:
         with pytest.raises(StudentTimeout, match="did not finish within 1 s"):
             student.run("add", [9], [1])
         assert student.run("add", [1], [1]).tolist() == [2]
 
 
 def test_a_process_that_exits_is_reported_as_a_crash(toy):
-    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
     cells = [("add_impl", "import os\ndef add(a, b):\n    os._exit(3)")]
-    with Student(spec, cells) as student, pytest.raises(StudentCrash, match="exit status 3"):
+    with Student(spec, cells, scenarios=scenarios(toy)) as student, pytest.raises(StudentCrash, match="exit status 3"):
         student.run("add", [1], [1])
 
 
 def test_learner_exceptions_show_their_own_frames_only(toy):
-    spec = sandbox.SandboxSpec("lab00", str(toy.scenarios.parent), ("torch",))
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
     cells = [("add_impl", "def add(a, b):\n    return helper(a)\n\ndef helper(a):\n    raise ValueError('bad shape')")]
-    with Student(spec, cells) as student, pytest.raises(StudentError) as info:
+    with Student(spec, cells, scenarios=scenarios(toy)) as student, pytest.raises(StudentError) as info:
         student.run("add", [1], [1])
     text = str(info.value)
     assert "ValueError: bad shape" in text and "cell add_impl, line 5, in helper" in text
@@ -233,3 +237,15 @@ def test_class_report_shows_distribution_parts_and_most_failed_tests(toy, tmp_pa
     page = build("lab00", tmp_path / "out").read_text()
     assert page.count("data:image/png;base64,") == 2
     assert "3 submissions" in page and "test_add.py::test_small</code></td><td>2 of 3" in page
+
+
+@pytest.mark.parametrize("level", ["uid", "rlimits"])
+def test_weaker_sandbox_levels_grade_the_same(toy, tmp_path, level):
+    ref = grade(toy, submission(toy, tmp_path, "ref"), tmp_path / "ref", Options(sandbox=level))
+    stub = grade(toy, toy.release_notebook, tmp_path / "stub", Options(sandbox=level))
+    assert (ref.score, stub.score, ref.level) == (15, 0, level)
+    assert json.loads((tmp_path / "ref" / "results.json").read_text())["extra_data"]["sandbox"] == level
+    spec = sandbox.SandboxSpec("lab00", ("torch",), level=level)
+    with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
+        seen = student.run("peek")
+    assert seen["uid"] == (65534 if level == "uid" else seen["uid"]) and "not available" in seen["torch"]
