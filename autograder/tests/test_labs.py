@@ -37,3 +37,21 @@ def test_selftest(paths, capsys):
     out = capsys.readouterr().out
     print(out)
     assert code == 0, f"selftest {paths.lab} failed:\n{out}"
+
+
+def _public_tests(paths, notebook) -> tuple[int, str]:
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "LABKIT_NOTEBOOK": str(notebook)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(paths.public_tests), "-q", "-p", "no:cacheprovider",
+                           "--no-header", "-rN"], cwd=paths.release_dir, env=env, capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_public_tests_pass_on_the_reference_and_fail_on_the_stub(paths):
+    code, out = _public_tests(paths, paths.solution)
+    assert code == 0, f"public tests of {paths.lab} fail on the reference:\n{out}"
+    code, out = _public_tests(paths, paths.release_notebook)
+    assert code == 1 and " passed" not in out.splitlines()[-1], f"public tests of {paths.lab} pass on the stub:\n{out}"
