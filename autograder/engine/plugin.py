@@ -5,6 +5,7 @@ test appends one JSON line to the job's outcomes file, so a run cut short still 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +15,17 @@ from autograder.engine import sandbox
 from autograder.engine.student import GraderError, Student, StudentError
 
 _job: dict = {}
-_session = {"level": None, "load_errors": None, "output": [], "skipped": {}}
+_session = {"level": None, "load_errors": None, "output": [], "skipped": {}, "zygote": None}
+
+
+def _zygote(spec: sandbox.SandboxSpec):
+    """One zygote per grading run where the sandbox is namespaces (forks are cheap, imports are not)."""
+    if _session["zygote"] is None and _job.get("zygote", True) and sandbox.resolve_level(spec.level) == "namespaces":
+        try:
+            _session["zygote"] = sandbox.Zygote(dataclasses.replace(spec, level="namespaces"))
+        except OSError:
+            _session["zygote"] = False
+    return _session["zygote"] or None
 
 
 def pytest_addoption(parser):
@@ -47,7 +58,8 @@ def student():
     spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"))
     handle = Student(spec, [tuple(c) for c in _job["cells"]], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
                      module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
-                     skipped=_session["skipped"])  # a cell that broke loading once is skipped in later parts
+                     skipped=_session["skipped"],  # a cell that broke loading once is skipped in later parts
+                     zygote=_zygote(spec))
     try:
         yield handle
     finally:
@@ -108,5 +120,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _session["zygote"]:
+        _session["zygote"].close()
     _record({"kind": "session", "level": _session["level"], "load_errors": _session["load_errors"] or [],
              "output": "\n".join(_session["output"])[-16000:], "exitstatus": int(exitstatus)})

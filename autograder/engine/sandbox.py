@@ -141,7 +141,7 @@ def _unprivileged_python() -> tuple[Path, Path]:
 
 def _worker_env(tmp: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A scrubbed environment: nothing hints at grading, nothing points at the course tree."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", 
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     env.update(extra or {})
     return env
@@ -169,10 +169,11 @@ def resolve_level(requested: str) -> str:
     return requested
 
 
-def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zygote: bool = False) -> subprocess.Popen:
     """Start the worker (or, with probe=True, a Python that prints ok) under spec.level.
 
     fds = (requests, replies): the worker reads requests from the first and writes replies to the second.
+    zygote=True (level namespaces only): fds = (control socket,), and the process forks workers on request.
     """
     exe, prefix = _base_python()
     site = site_dir(tuple(spec.deny_modules))
@@ -183,8 +184,9 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
     if spec.level == "namespaces":
         inside_exe = f"/ipt/python/bin/{exe.name}"
         config = {"engine_dir": "/ipt/engine", "site_dirs": ["/ipt/site"],
-                  "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
-        argv = [inside_exe, "-I", "-S", "-B"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
+                  "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds),
+                  "zygote": zygote, "preload": ["numpy"] + ([] if "torch" in spec.deny_modules else ["torch"])}
+        argv = [inside_exe, "-I", "-S", "-B", "-u"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
         plan = {
             "root": str(build_dir("sandbox", "root")),
             "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR)},
@@ -205,7 +207,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = ()) ->
     workdir = tempfile.mkdtemp(prefix="p1-", dir=build_dir("sandbox"))
     config = {"engine_dir": str(ENGINE_DIR),
               "site_dirs": [str(site)], "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
-    argv = [str(exe), "-I", "-S", "-B"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
+    argv = [str(exe), "-I", "-S", "-B", "-u"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
     if drop:
         os.chown(workdir, NOBODY, NOBODY)
 
@@ -256,9 +258,73 @@ def _kill_orphans() -> None:
 
 
 
-def terminate(proc: subprocess.Popen) -> None:
+class Zygote:
+    """One confined process per grading run that has imported numpy (and torch, where the lab allows it)
+    and forks a fresh worker per test module; `reset` kills every process in its pid namespace."""
+
+    def __init__(self, spec: SandboxSpec, timeout: float = 60):
+        import socket
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = launch(spec, fds=(theirs.fileno(),), zygote=True)
+        theirs.close()
+        self.sock, self.broken = ours, False
+        self.sock.settimeout(timeout)
+        self._ask(None)  # the "ready" message, once the preloads are imported
+
+    def _ask(self, request: dict | None, fds: tuple[int, ...] = ()) -> dict:
+        import socket
+        try:
+            if request is not None:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds)) if fds else self.sock.send(json.dumps(request).encode())
+            reply = self.sock.recv(4096)
+            if not reply:
+                raise OSError("the zygote closed its socket")
+            return json.loads(reply)
+        except (OSError, ValueError) as exc:
+            self.broken = True
+            raise OSError(f"zygote: {exc}") from None
+
+    def spawn(self, fds: tuple[int, int, int, int]) -> int:
+        return self._ask({"op": "spawn"}, fds)["pid"]
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        return self._ask({"op": "wait", "pid": pid, "timeout": timeout}).get("status")
+
+    def reset(self) -> None:
+        self._ask({"op": "reset"})
+
+    def close(self) -> None:
+        self.sock.close()
+        terminate(self.proc)
+
+
+class ZygoteChild:
+    """A worker forked by the zygote, with the parts of Popen's interface the Student uses."""
+
+    def __init__(self, zygote: Zygote, pid: int, stdout: int, stderr: int):
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+        self.stdout, self.stderr = os.fdopen(stdout, "rb", buffering=0), os.fdopen(stderr, "rb", buffering=0)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is None and not self.zygote.broken:
+            self.returncode = self.zygote.wait(self.pid, timeout or 2)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired("worker", timeout or 2)
+        return self.returncode
+
+    def terminate(self, drain=lambda: None) -> None:
+        try:
+            self.zygote.reset()
+        except OSError:
+            pass
+        drain()
+        for stream in (self.stdout, self.stderr):
+            stream.close()
+
+
+def terminate(proc: subprocess.Popen, drain=lambda: None) -> None:
     """Kill the worker and everything it started (its session; at level namespaces, its pid namespace;
-    elsewhere, as a subreaper, the daemons it left)."""
+    elsewhere, as a subreaper, the daemons it left). `drain` runs before the output pipes close."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -271,6 +337,7 @@ def terminate(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    drain()
     for stream in (proc.stdout, proc.stderr):
         if stream:
             stream.close()

@@ -62,8 +62,10 @@ class _Capped:
 class Student:
     def __init__(self, spec: sandbox.SandboxSpec, cells: list[tuple[str, str]], *, scenarios: dict[str, str],
                  call_timeout: float = 10,
-                 module_budget: float = 120, load_timeout: float = 30, skipped: dict | None = None):
+                 module_budget: float = 120, load_timeout: float = 30, skipped: dict | None = None,
+                 zygote: sandbox.Zygote | None = None):
         self.spec, self.cells, self.scenarios = spec, cells, scenarios  # scenarios: lab -> module source
+        self.zygote = zygote  # forks workers with the heavy modules already imported (level namespaces)
         self.call_timeout, self.module_budget, self.load_timeout = call_timeout, module_budget, load_timeout
         self.level = sandbox.resolve_level(spec.level)
         self.spec = dataclasses.replace(spec, level=self.level)
@@ -104,21 +106,43 @@ class Student:
     def _launch(self) -> None:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        self.proc = sandbox.launch(self.spec, fds=(req_r, rep_w))
+        self.proc = self._fork_from_zygote(req_r, rep_w) or sandbox.launch(self.spec, fds=(req_r, rep_w))
         os.close(req_r)
         os.close(rep_w)
         self._out, self._reader = req_w, wire.Reader(rep_r)
         self.outputs += [_Capped(self.proc.stdout), _Capped(self.proc.stderr)]
 
+    def _fork_from_zygote(self, req_r: int, rep_w: int):
+        if self.zygote is None or self.zygote.broken:
+            return None
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            pid = self.zygote.spawn((req_r, rep_w, out_w, err_w))
+        except OSError:
+            os.close(out_r), os.close(err_r)
+            return None
+        finally:
+            os.close(out_w), os.close(err_w)
+        return sandbox.ZygoteChild(self.zygote, pid, out_r, err_r)
+
     def close(self) -> None:
         if self.proc is not None:
-            sandbox.terminate(self.proc)
+            if isinstance(self.proc, sandbox.ZygoteChild):
+                self.proc.terminate(self._drain)
+            else:
+                sandbox.terminate(self.proc, self._drain)
             for fd in (self._out, self._reader.fd):
                 try:
                     os.close(fd)
                 except OSError:
                     pass
             self.proc = None
+
+    def _drain(self) -> None:
+        """Let the output readers reach the end of what the (now dead) worker wrote."""
+        for capture in self.outputs[-2:]:
+            capture.thread.join(timeout=1)
 
     def __enter__(self):
         return self

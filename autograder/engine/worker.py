@@ -81,12 +81,9 @@ def _scenario(target, modules):
     return getattr(modules[lab], func)
 
 
-def main():
-    config = json.loads(sys.argv[1])
-    _setup(config)
-    import wire  # noqa: E402 - found through engine_dir
-
-    reader, out = wire.Reader(config["fds"][0]), config["fds"][1]
+def serve(wire, request_fd, reply_fd):
+    """Answer load and call requests until the trusted side closes the pipe."""
+    reader, out = wire.Reader(request_fd), reply_fd
     submission, scenarios = None, {}
     while True:
         try:
@@ -115,6 +112,82 @@ def main():
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: report, keep serving
             reply = {"id": rid, "ok": False, "error": _format_error(exc)}
         wire.send(out, reply)
+
+
+def zygote(wire, control_fd, preload):
+    """Pid 1 of the sandbox: imports the heavy modules once, then forks one worker per test module.
+
+    Requests arrive on a SOCK_SEQPACKET socket: spawn (with the worker's four pipe ends attached),
+    wait (exit status of a worker), reset (kill every other process in the namespace).
+    """
+    import ctypes
+    import importlib
+    import os
+    import signal
+    import socket
+    import time
+
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: workers cannot ptrace the zygote
+    control = socket.socket(fileno=control_fd)
+    control.send(b'{"ready": true}')
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 4096, 4)
+        except OSError:
+            os._exit(0)
+        if not message:
+            os._exit(0)
+        request = json.loads(message)
+        if request["op"] == "spawn":
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                os.dup2(fds[2], 1)
+                os.dup2(fds[3], 2)
+                for fd in fds[2:]:
+                    os.close(fd)
+                serve(wire, fds[0], fds[1])
+                os._exit(0)
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"pid": pid}).encode())
+        elif request["op"] == "wait":
+            deadline, status = time.monotonic() + request.get("timeout", 2), None
+            while status is None and time.monotonic() < deadline:
+                try:
+                    done, code = os.waitpid(request["pid"], os.WNOHANG)
+                except ChildProcessError:
+                    break
+                status = os.waitstatus_to_exitcode(code) if done else None
+                time.sleep(0 if status is not None else 0.01)
+            control.send(json.dumps({"status": status}).encode())
+        elif request["op"] == "reset":
+            try:
+                os.kill(-1, signal.SIGKILL)  # from pid 1 of a pid namespace: everyone else in it
+            except ProcessLookupError:
+                pass
+            while True:
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+            control.send(b'{"ok": true}')
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    _setup(config)
+    import wire  # noqa: E402 - found through engine_dir
+
+    if config.get("zygote"):
+        zygote(wire, config["fds"][0], config.get("preload", []))
+    else:
+        serve(wire, config["fds"][0], config["fds"][1])
 
 
 if __name__ == "__main__":
