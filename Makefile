@@ -10,6 +10,7 @@ LAB    ?=
 SUB    ?=
 J      ?= 2
 
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export OMP_NUM_THREADS ?= 1
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/build/inductor-cache
 export TORCH_EXTENSIONS_DIR := $(CURDIR)/build/torch-extensions

@@ -23,7 +23,8 @@ from autograder.paths import LabPaths, build_dir, lab_paths
 
 
 def _nbgrader(course: Path, *args: str) -> None:
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(course / ".jupyter")}
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(course / ".jupyter"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs alembic
     subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
 

@@ -17,7 +17,9 @@ from autograder.tests.test_engine import toy  # noqa: F401 - the toy-lab fixture
 
 
 def nbgrader(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cwd / ".jupyter")}
+    # nbgrader runs the `alembic` command: the venv's bin must be on PATH
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cwd / ".jupyter"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc
