@@ -67,7 +67,7 @@ LABS = {
     "lab11": ("09_deploy", "export and deploy"),
 }
 # Strings that only exist in solutions/ and hidden graders; none may reach the book.
-LEAK_MARKERS = ["IPT-CANARY", "### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"]
+LEAK_MARKERS = ["IPT-" + "CANARY", "### BEGIN " + "SOLUTION", "### BEGIN " + "HIDDEN TESTS"]  # split: this file is released
 BEGIN_MATERIALS = re.compile(r"<!-- BEGIN MATERIALS.*?-->.*?<!-- END MATERIALS -->", re.S)
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", "_build"}
 

@@ -118,8 +118,9 @@ def write_repo(root: Path) -> Path:
     write_lab(root / "labs")
     shutil.copytree(REPO / "labs" / "labkit", root / "labs" / "labkit",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    if (REPO / "labs" / "conftest.py").exists():
-        shutil.copy2(REPO / "labs" / "conftest.py", root / "labs" / "conftest.py")
+    for name in ("conftest.py", "pytest.ini"):
+        if (REPO / "labs" / name).exists():
+            shutil.copy2(REPO / "labs" / name, root / "labs" / name)
     graders = root / "autograder" / "graders" / "lab98"
     graders.mkdir(parents=True)
     (graders / "test_add.py").write_text(HIDDEN_GRADER)

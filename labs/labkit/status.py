@@ -1,0 +1,142 @@
+"""`python -m labkit status`: every lab's public tests against its working notebook, as one table."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.labs import LABS_ROOT, LabDir, all_labs
+from labkit.notebook import NotebookError, Part
+from labkit.runner import PartResult
+
+DEFAULT_TIMEOUT = 300.0
+STYLES = {"passing": "green", "partial": "yellow", "not started": "dim", "failing": "red",
+          "error": "red", "timed out": "red", "crashed": "red", "no tests": "dim"}
+
+
+@dataclass
+class LabReport:
+    labdir: LabDir
+    title: str = ""
+    parts: list[Part] = field(default_factory=list)
+    results: dict[str, PartResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None   # the notebook could not be read: nothing ran
+
+    def status_of(self, part: str) -> str:
+        return self.results[part].status if part in self.results else "not run"
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL) if hasattr(os, "killpg") else proc.kill()
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] | None = None) -> LabReport:
+    """Run one lab's public tests in a subprocess; a hang, crash or broken notebook stays contained."""
+    report = LabReport(labdir)
+    try:
+        info = labdir.info()
+    except NotebookError as exc:
+        report.error = str(exc)
+        return report
+    report.title = info.title
+    report.parts = [p for p in info.parts if parts is None or p.id in parts]
+    with tempfile.TemporaryDirectory(prefix="labkit-") as tmp:
+        out, log = Path(tmp) / "results.jsonl", Path(tmp) / "output.txt"
+        out.touch()
+        with log.open("wb") as log_stream:
+            proc = subprocess.Popen([sys.executable, "-m", "labkit.worker", str(labdir.path), str(out),
+                                     *[p.id for p in report.parts]], cwd=labdir.path, env=_worker_env(),
+                                    stdin=subprocess.DEVNULL, stdout=log_stream, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout=timeout)
+                ended = "crashed" if code else None
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                ended = "timed out"
+        for line in out.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if "error" in record and "part" not in record:
+                report.error = record["error"]
+            elif "problems" in record:
+                report.notes += record["problems"]
+            elif "part" in record:
+                report.results[record["part"]] = PartResult.from_dict(record)
+        if ended:
+            tail = log.read_bytes()[-600:].decode("utf-8", "replace").strip().splitlines()[-3:]
+            what = f"stopped after {timeout:g} s" if ended == "timed out" else f"the test process crashed (exit {code})"
+            report.notes.append(f"{what}" + (": " + " | ".join(tail) if tail and ended == "crashed" else ""))
+            for part in report.parts:
+                report.results.setdefault(part.id, PartResult(part.id, error=ended))
+    return report
+
+
+def _status_word(result: PartResult | None) -> str:
+    if result is None:
+        return "not run"
+    return result.error if result.error in ("timed out", "crashed") else result.status
+
+
+def render(reports: list[LabReport], console=None, verbose: bool = False) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    table = Table(title="Public tests of your lab notebooks", title_justify="left")
+    for name, justify in (("Lab", "left"), ("Part", "left"), ("Points", "right"), ("Public tests", "right"), ("Status", "left")):
+        table.add_column(name, justify=justify)
+    for report in reports:
+        if report.error:
+            table.add_row(report.labdir.id, "[red]notebook cannot be read[/red]", "", "", "[red]error[/red]")
+            continue
+        for index, part in enumerate(report.parts):
+            result = report.results.get(part.id)
+            word = _status_word(result)
+            tests = f"{result.passed}/{result.total}" if result and not result.error else "-"
+            table.add_row(report.labdir.id if index == 0 else "", Text(part.title), f"{part.points:g}", tests,
+                          Text(word, style=STYLES.get(word, "")))
+        table.add_section()
+    console.print(table)
+    for report in reports:
+        lines = ([report.error] if report.error else []) + report.notes
+        if verbose:
+            for result in report.results.values():
+                lines += [f"{result.part}: {result.error}"] if result.error and result.error not in ("timed out", "crashed") else []
+                lines += [f"{result.part} / {f.test}: {f.message}" for f in result.failures]
+        for line in lines:
+            console.print(Text.assemble((report.labdir.id, "bold"), ": ", line), highlight=False, soft_wrap=True)
+    if not verbose and any(r.results for r in reports):
+        console.print("Run check(\"part\") in a notebook, or `python -m labkit status -v`, to see what fails.", style="dim")
+
+
+def main(root: Path = LABS_ROOT, timeout: float = DEFAULT_TIMEOUT, verbose: bool = False,
+         only: list[str] | None = None) -> int:
+    labs = [lab for lab in all_labs(root) if not only or lab.id in only or lab.slug in only]
+    if not labs:
+        print(f"no labs found under {root}")
+        return 1
+    render([collect(lab, timeout) for lab in labs], verbose=verbose)
+    return 0
