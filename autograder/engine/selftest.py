@@ -83,6 +83,15 @@ def verdict(case: Case, result: GradeResult) -> str | None:
     return None
 
 
+def feedback_leaks(paths: LabPaths, out: Path) -> list[str]:
+    """What learners see (feedback.md, results.json) must hold no canary and no hidden grader text.
+    Solution lines are not checked here: a mutant's feedback quotes its own (solution-like) code."""
+    from autograder.authoring.leakscan import Patterns, scan
+    files = sorted(out.rglob("feedback.md")) + sorted(out.rglob("results.json"))
+    leaks = [leak for leak in scan(files, Patterns.from_repo(paths.root), paths.root) if leak.kind != "solution"]
+    return [f"feedback leaks hidden text: {leak}" for leak in leaks[:10]]
+
+
 def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto") -> int:
     paths = lab_paths(lab)
     console = Console(highlight=False)
@@ -106,6 +115,7 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto") -> int:
     first, second = graded[0], graded[1]
     if [(p.id, p.score, p.failures) for p in first.parts] != [(p.id, p.score, p.failures) for p in second.parts]:
         failures.append("two gradings of the reference differ: grading is not deterministic")
+    failures += feedback_leaks(paths, out)
     mutants = [(c, r) for c, r in zip(cases, graded) if c.expect == "loses"]
     caught = sum(1 for c, r in mutants if verdict(c, r) is None)
     if len(load_mutants(paths)) < 10:
