@@ -85,7 +85,7 @@ def _message(excinfo) -> tuple[str, bool]:
         exc = exc.exceptions[0]
     if isinstance(exc, StudentError):
         return str(exc), False
-    if isinstance(exc, AssertionError):
+    if isinstance(exc, (AssertionError, pytest.fail.Exception)):
         return (str(exc) or "a check failed"), False
     if isinstance(exc, GraderError):
         return "the grader could not run this check (an internal error; your instructor can see it)", True

@@ -40,7 +40,7 @@ def to_wire(value, depth: int = 0):
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _ARRAY_KINDS or value.dtype.hasobject:
             raise WireError(f"arrays of dtype {value.dtype} cannot cross")
-        arr = np.ascontiguousarray(value)
+        arr = np.require(value, requirements="C")  # keeps 0-d arrays 0-d (ascontiguousarray would not)
         return {"__ndarray__": {"dtype": arr.dtype.str, "shape": list(arr.shape),
                                 "data": base64.b64encode(arr.tobytes()).decode("ascii")}}
     if type(value) in (list, tuple):

@@ -62,12 +62,12 @@ def part_scores(result) -> dict[str, float]:
 
 # -- wire -------------------------------------------------------------------------------------------
 def test_wire_round_trips_safe_data():
-    value = {"a": [1, 2.5, None, True, "x"], "arr": np.arange(6, dtype=np.int16).reshape(2, 3),
+    value = {"a": [1, 2.5, None, True, "x"], "arr": np.arange(6, dtype=np.int16).reshape(2, 3), "zero_d": np.array(2.5),
              "inf": float("inf"), "nested": [[np.float32(1.5)]]}
     back = wire.from_wire(json.loads(json.dumps(wire.to_wire(value))))
     assert back["a"] == [1, 2.5, None, True, "x"] and back["inf"] == float("inf")
     assert back["arr"].dtype == np.int16 and back["arr"].shape == (2, 3) and back["arr"].tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert back["nested"] == [[1.5]]
+    assert back["nested"] == [[1.5]] and back["zero_d"].shape == () and back["zero_d"] == 2.5
 
 
 @pytest.mark.parametrize("bad", [object(), np.array([object()]), {1: 2}, {"__ndarray__": 1}, type("X", (float,), {})(1.0)])
