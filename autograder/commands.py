@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ from autograder.engine import selftest as selftest_mod
 from autograder.engine.pipeline import Options, fingerprint, grade as grade_one, parse
 from autograder.paths import REPO, all_labs, build_dir, lab_paths
 
-console = Console(highlight=False)
+console = Console(highlight=False, width=max(120, shutil.get_terminal_size().columns))
 
 
 def example_submissions(lab: str) -> list[Path]:

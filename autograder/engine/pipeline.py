@@ -61,6 +61,7 @@ class GradeResult:
     seconds: float
     error: str | None = None  # grading-side failure, for the instructor
     tests: list[dict] = field(default_factory=list)  # every hidden test's record (instructors only)
+    measurements: list[dict] = field(default_factory=list)  # informational figures measured by graders
     fingerprint: str = ""
 
     @property
@@ -107,7 +108,8 @@ def lab_settings(paths: LabPaths) -> dict:
 
 
 def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: Path) -> tuple[list[dict], dict, str | None]:
-    """Run the hidden graders in a trusted pytest process; returns (test records, session record, error)."""
+    """Run the hidden graders in a trusted pytest process; returns (test records, session record, error).
+    The session record carries the graders' measurements."""
     settings = lab_settings(paths)
     outcomes = workdir / "outcomes.jsonl"
     job = {
@@ -137,6 +139,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     records = [json.loads(line) for line in outcomes.read_text().splitlines()] if outcomes.exists() else []
     tests = [r for r in records if r.get("kind") == "test"]
     session = next((r for r in records if r.get("kind") == "session"), {})
+    session["measurements"] = [r for r in records if r.get("kind") == "measurement"]
     return tests, session, error
 
 
@@ -183,7 +186,7 @@ def grade(lab: str | LabPaths, path: Path | None, out_dir: Path, options: Option
     release_nb = read_notebook(paths.release_notebook)
     info = lab_info(release_nb)
     sub = parse(path)
-    notes, level, error, parts, tests = [], None, None, [], []
+    notes, level, error, parts, tests, measurements = [], None, None, [], [], []
     try:
         if sub.problem:
             notes.append(sub.problem)
@@ -195,13 +198,13 @@ def grade(lab: str | LabPaths, path: Path | None, out_dir: Path, options: Option
             notes += assembly.problems
             with tempfile.TemporaryDirectory(dir=build_dir("grading")) as tmp:
                 tests, session, error = run_graders(paths, assembly, options, Path(tmp))
-            level = session.get("level")
+            level, measurements = session.get("level"), session["measurements"]
             notes += [load_note(e) for e in session.get("load_errors", [])]
             parts = score(info, tests)
     except Exception as exc:  # noqa: BLE001 - an internal fault still yields a valid results.json
         error = f"{type(exc).__name__}: {exc}"
         parts = parts or score(info, [])
     result = GradeResult(paths.lab, sub, parts, notes, level, round(time.monotonic() - started, 2), error,
-                         tests, fingerprint(paths))
+                         tests, measurements, fingerprint(paths))
     results.write(result, info, Path(out_dir))
     return result

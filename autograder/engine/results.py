@@ -63,6 +63,7 @@ def to_gradescope(result, info) -> dict:
             "graders_sha256": result.fingerprint,
             "engine_version": ENGINE_VERSION,
             "parts": {p.id: {"score": p.score, "max_score": p.points, "passed": p.passed, "total": p.total} for p in result.parts},
+            "measurements": {m["name"]: [m["value"], m["unit"]] for m in result.measurements},
             "internal_errors": ([result.error] if result.error else []) + [e for p in result.parts for e in p.internal],
         },
     }

@@ -1,0 +1,1 @@
+"""Hidden graders of lab03 (extending autograd). Never released."""
