@@ -326,3 +326,5 @@ def linear(sub, w, b, x):
     out.backward(sub.Tensor(np.ones(out.data.shape)))
     return {"out": np.array(out.data, dtype=np.float64), "w_grad": np.array(layer.weight.grad.data),
             "b_grad": np.array(layer.bias.grad.data)}
+
+# IPT-CANARY lab02 lab02.py: hidden grading text, never shown to learners

@@ -524,3 +524,5 @@ def checkpointed(sub, params, x, seed, p_drop=0.25, use_loss_twice=False):
     return {"baseline_bytes": base_bytes, "bytes": meter.nbytes, "fn_calls": calls, "inner_hooks": entered[0],
             "forbidden": prof.seen, "baseline_grads": base_grads, "grads": grads,
             "rng_draws": [after_forward, after_backward], "rng_expected": expected}
+
+# IPT-CANARY lab03 lab03.py: hidden grading text, never shown to learners

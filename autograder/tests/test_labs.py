@@ -55,3 +55,10 @@ def test_public_tests_pass_on_the_reference_and_fail_on_the_stub(paths):
     assert code == 0, f"public tests of {paths.lab} fail on the reference:\n{out}"
     code, out = _public_tests(paths, paths.release_notebook)
     assert code == 1 and " passed" not in out.splitlines()[-1], f"public tests of {paths.lab} pass on the stub:\n{out}"
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_every_hidden_file_carries_a_canary(paths):
+    hidden = [*paths.graders.glob("*.py"), paths.graders / "lab.toml", paths.scenarios, paths.mutants]
+    missing = [str(f.relative_to(paths.root)) for f in hidden if f.exists() and "IPT-CANARY" not in f.read_text()]
+    assert not missing, f"hidden files without a canary line (the leak scan looks for it): {missing}"

@@ -291,3 +291,5 @@ def usable(prog, want) -> bool:
             if np.any(np.abs(arrays[op[3]]) < 1e-9) and not np.all(arrays[op[3]] == 0):
                 return False
     return True
+
+# IPT-CANARY lab02 oracle.py: hidden grading text, never shown to learners

@@ -187,3 +187,5 @@ def programs(draw, ops=tuple(ELEMENTWISE), min_steps=2, max_steps=7, max_inputs=
     else:
         steps.append(["graph", last_name])
     return {"inputs": inputs, "given": given, "ops": steps}
+
+# IPT-CANARY lab02 strategies.py: hidden grading text, never shown to learners

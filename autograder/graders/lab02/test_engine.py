@@ -103,3 +103,5 @@ def test_generated_programs(student, p):
     got = oracle.call(student, f"For `{oracle.describe(p)}`", "lab02.scenarios:program", p)
     msg = oracle.compare_runs(got, want, p)
     assert msg is None, msg
+
+# IPT-CANARY lab02 test_engine.py: hidden grading text, never shown to learners

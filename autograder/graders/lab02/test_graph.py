@@ -43,3 +43,5 @@ def test_requires_grad_flags(student):
 @given(p=programs(ops=("add", "mul"), given=True, broadcast=False, backward=False, max_steps=6))
 def test_generated_graphs(student, p):
     oracle.check_program(student, p)
+
+# IPT-CANARY lab02 test_graph.py: hidden grading text, never shown to learners

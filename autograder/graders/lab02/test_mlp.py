@@ -72,3 +72,5 @@ def test_training_matches_torch(student, seed, lr, steps):
         msg = oracle.compare_array(g, w, f"{context}: parameter {i} after training")
         assert msg is None, msg
     assert all(got["grads_cleared"]), f"{context}: sgd_step should leave every parameter's .grad at None"
+
+# IPT-CANARY lab02 test_mlp.py: hidden grading text, never shown to learners

@@ -72,3 +72,5 @@ RETAIN = {
 @pytest.mark.parametrize("name", list(RETAIN))
 def test_retain_grad(student, name):
     oracle.check_program(student, RETAIN[name])
+
+# IPT-CANARY lab02 test_modes_hooks.py: hidden grading text, never shown to learners

@@ -103,3 +103,5 @@ def test_finite_differences(student, p, data):
     msg = oracle.compare_array(mine, np.asarray(got_fd), f"d({root})/d{name} (your backward vs finite differences of your forward)",
                                rtol=1e-4, atol=1e-5)
     assert msg is None, f"For `{oracle.describe(p)}`: {msg}"
+
+# IPT-CANARY lab02 test_ops.py: hidden grading text, never shown to learners

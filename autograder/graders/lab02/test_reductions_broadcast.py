@@ -63,3 +63,5 @@ def test_generated_programs(student, p):
     got = oracle.call(student, f"For `{oracle.describe(p)}`", "lab02.scenarios:program", p)
     msg = oracle.compare_runs(got, want, p)
     assert msg is None, msg
+
+# IPT-CANARY lab02 test_reductions_broadcast.py: hidden grading text, never shown to learners

@@ -156,3 +156,5 @@ def bit_identical(got, want, what):
             worst = float(np.max(np.abs(g - w)))
             raise AssertionError(f"{what}: the gradient of {name} is not bit-identical to the run without hooks "
                                  f"(differs by up to {worst:.3g})")
+
+# IPT-CANARY lab03 oracle.py: hidden grading text, never shown to learners

@@ -63,3 +63,5 @@ def test_gradcheck_passes(student):
     assert got["gradcheck"] is True, (
         f"torch.autograd.gradcheck(linear_tanh, (x, weight, bias)) fails for your Function"
         + (f": {got['gradcheck_error']['message'][:200]}" if "gradcheck_error" in got else ""))
+
+# IPT-CANARY lab03 test_custom_function.py: hidden grading text, never shown to learners

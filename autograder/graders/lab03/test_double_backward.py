@@ -59,3 +59,5 @@ def test_gradgradcheck_passes(student):
     assert got["gradgradcheck"] is True, (
         "torch.autograd.gradgradcheck(scaled_swish, (x, beta)) fails for your Function"
         + (f": {got['gradgradcheck_error']['message'][:200]}" if "gradgradcheck_error" in got else ""))
+
+# IPT-CANARY lab03 test_double_backward.py: hidden grading text, never shown to learners

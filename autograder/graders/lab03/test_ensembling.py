@@ -32,3 +32,5 @@ def test_different_inputs(student):
        h=st.integers(1, 6), c=st.integers(1, 3), same_input=st.booleans())
 def test_generated(student, seed, models, batch, d, h, c, same_input):
     check(student, seed, models, batch, d, h, c, same_input)
+
+# IPT-CANARY lab03 test_ensembling.py: hidden grading text, never shown to learners

@@ -62,3 +62,5 @@ def test_hvp(student, name):
 @given(name=st.sampled_from(sorted(HVP_FUNCS)), seed=st.integers(0, 2**16), n=st.integers(2, 6))
 def test_hvp_generated(student, name, seed, n):
     check_hvp(student, name, seed, n)
+
+# IPT-CANARY lab03 test_forward_ad.py: hidden grading text, never shown to learners

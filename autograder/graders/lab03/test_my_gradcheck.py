@@ -78,3 +78,5 @@ def test_analytical_jacobian(student, name):
         f"analytical_jacobian on {name}: expected one Jacobian per input that requires grad ({len(want)}), got {len(got['jacobians'])}")
     for i, (mine, ref) in enumerate(zip(got["jacobians"], want)):
         oracle.close(mine, ref, f"analytical_jacobian on {name}, input {i} (the Jacobian its backward implies)")
+
+# IPT-CANARY lab03 test_my_gradcheck.py: hidden grading text, never shown to learners

@@ -70,3 +70,5 @@ def test_speed_ratio_is_recorded(student, measurement):
     print(f"per-sample gradients, batch 64: vmap {min(times['student']) * 1e3 / 3:.1f} ms, "
           f"loop {min(times['loop']) * 1e3 / 3:.1f} ms, speed ratio {ratio:.1f}x")
     measurement("per-sample gradients, vmap speed-up vs a loop (batch 64)", ratio, "x")
+
+# IPT-CANARY lab03 test_per_sample_grads.py: hidden grading text, never shown to learners

@@ -98,3 +98,5 @@ def test_checkpoint_leaves_random_stream_alone(student):
         assert np.array_equal(draw, want), (
             f"after the {label}, torch's random stream is not where it would be without checkpoints: "
             "recompute inside torch.random.fork_rng(devices=[])")
+
+# IPT-CANARY lab03 test_saved_tensor_hooks.py: hidden grading text, never shown to learners
