@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     parser.add_argument("labs", nargs="*", help="lab ids (default: all)")
     parser.add_argument("--check", action="store_true", help="fail if a committed notebook is stale")
     args = parser.parse_args(argv)
-    labs = [lab_paths(lab) for lab in args.labs] or all_labs()
+    labs = [lab_paths(lab) for lab in args.labs] or [p for p in all_labs() if p.solution.exists()]
     stale = [p.slug for p in labs if not generate(p, args.check)]
     if args.check and stale:
         print(f"stale generated notebooks: {', '.join(stale)}; run `make labs` and commit", file=sys.stderr)

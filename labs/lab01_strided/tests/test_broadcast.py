@@ -1,0 +1,69 @@
+"""Public tests of part `broadcast` (run them with check("broadcast"))."""
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+
+
+@contextlib.contextmanager
+def raises(exc_type, what):
+    """Like pytest.raises, but for exactly `exc_type` (a NotImplementedError is a RuntimeError too)."""
+    try:
+        yield
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the type is the point of the test
+        if type(exc) is not exc_type:
+            pytest.fail(f"{what} should raise {exc_type.__name__} like torch, but yours raised "
+                        f"{type(exc).__name__}: {exc}", pytrace=False)
+        return
+    pytest.fail(f"{what} should raise {exc_type.__name__} like torch, but yours returned without an error", pytrace=False)
+
+
+def make(lab, shape, stride, offset=0, size=24):
+    return lab.Tensor(lab.Storage(np.arange(size)), shape, stride, offset), torch.arange(size).as_strided(shape, stride, offset)
+
+
+def layout(t):
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+@pytest.mark.parametrize("shape,stride,sizes", [
+    ((3,), (1,), (2, 3)),
+    ((3, 1), (1, 1), (-1, 4)),
+    ((3, 1), (1, 1), (2, 3, 5)),
+])
+def test_expand(lab, shape, stride, sizes):
+    x, xt = make(lab, shape, stride)
+    mine, theirs = x.expand(*sizes), xt.expand(*sizes)
+    assert layout(mine) == layout(theirs), (
+        f"expand{sizes} of shape {shape}: torch gives shape, strides, offset {layout(theirs)}, yours {layout(mine)}")
+    np.testing.assert_array_equal(mine.to_numpy(), theirs.numpy())
+    assert mine.storage is x.storage, "expand must not copy"
+
+
+def test_expand_errors(lab):
+    x, _ = make(lab, (3,), (1,))
+    with raises(RuntimeError, "x.expand(4) of shape (3,)"):
+        x.expand(4)      # 3 cannot become 4
+    with raises(RuntimeError, "x.expand(-1, 3) of shape (3,) (-1 in a new leading dim)"):
+        x.expand(-1, 3)  # -1 in a new leading dim
+
+
+@pytest.mark.parametrize("shapes", [[(2, 1), (3,), (1, 1, 1)], [(4, 3), (3,)], [(5, 1, 4), (3, 1)], [(0,), (1,)]])
+def test_broadcast_shapes(lab, shapes):
+    want = tuple(torch.broadcast_shapes(*shapes))
+    got = tuple(lab.broadcast_shapes(*shapes))
+    assert got == want, f"broadcast_shapes{tuple(shapes)} should be {want} like torch, got {got}"
+
+
+def test_broadcast_shapes_mismatch(lab):
+    with raises(RuntimeError, "broadcast_shapes((3,), (4,))"):
+        lab.broadcast_shapes((3,), (4,))
+
+
+def test_broadcast_to(lab):
+    x, xt = make(lab, (1, 3), (3, 1))
+    mine, theirs = lab.broadcast_to(x, (2, 2, 3)), torch.broadcast_to(xt, (2, 2, 3))
+    assert layout(mine) == layout(theirs), f"broadcast_to(x, (2, 2, 3)): torch gives {layout(theirs)}, yours {layout(mine)}"
