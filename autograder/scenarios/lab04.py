@@ -418,3 +418,5 @@ def device_ops(sub, a, b):
     moved.add_(1.0)
     out["to_device_copies"] = bool(np.array_equal(src.numpy(), a))
     return out
+
+# IPT-CANARY lab04 lab04.py: hidden grading text, never shown to learners
