@@ -133,11 +133,11 @@ def test_leakscan_command_fails_on_a_leak(toy_release, tmp_path):
 
 def test_release_fails_and_writes_no_archive_when_a_source_leaks(tmp_path):
     root = toy.write_repo(tmp_path / "repo")
-    (root / "course/01_toy/cheat.md").write_text("```python\n" + SOLUTION_LINE.strip() + "\n```\n")
+    (root / "book/cheat.md").write_text("```python\n" + SOLUTION_LINE.strip() + "\n```\n")
     log: list[str] = []
     assert release.build(root, root / "dist", log=log.append) == 1
     assert not (root / "dist/student.tar.gz").exists()
-    assert any("course/01_toy/cheat.md:2: solution" in line for line in log), log
+    assert any("book/cheat.md:2: solution" in line for line in log), log
 
 
 def test_distinctive_lines_rule():
