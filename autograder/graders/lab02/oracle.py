@@ -259,6 +259,16 @@ def check_program(student, prog, target="lab02.scenarios:program"):
     assert msg is None, msg
 
 
+def check_generated(student, prog):
+    """A hypothesis-generated program: skip unusable ones (non-finite values, ties), compare with torch."""
+    from hypothesis import assume
+    want = torch_program(prog)
+    assume(usable(prog, want))
+    got = call(student, f"For `{describe(prog)}`", "lab02.scenarios:program", prog)
+    msg = compare_runs(got, want, prog)
+    assert msg is None, msg
+
+
 def finite(result) -> bool:
     """All values and gradients of a torch run are finite and of moderate size."""
     arrays = list(result["values"].values())
