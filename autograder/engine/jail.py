@@ -2,7 +2,7 @@
 
 Run by the sandbox as pid 1 of new pid/mount/net/ipc/uts namespaces (`unshare --fork --kill-child`),
 as root, with the standard library only. The new root is an empty tmpfs holding just the system
-libraries, the Python installation, the allowed site-packages and the engine, all
+libraries and the C toolchain (compiled-kernel labs call the system compiler), the Python installation, the allowed site-packages and the engine, all
 read-only, plus a private /tmp. Hidden graders, solutions, results and other submissions do not
 exist in it. Then: chroot, rlimits, uid/gid nobody, no_new_privs, exec the worker.
 """
@@ -38,7 +38,7 @@ def _bind_ro(source, target):
 def build_root(root, plan):
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for name in ("usr/lib", "usr/lib64", "usr/bin"):
+    for name in ("usr/lib", "usr/lib64", "usr/libexec", "usr/bin", "usr/include", "etc/alternatives"):
         if os.path.isdir(f"/{name}"):
             _bind_ro(f"/{name}", f"{root}/{name}")
     for link in ("lib", "lib64", "bin"):

@@ -97,6 +97,14 @@ def test_confined_process_sees_nothing_of_the_course(toy):
     print(f"sandbox level on this host: {level}")
 
 
+def test_confined_process_can_build_and_call_c(toy):
+    """Compiled-kernel labs (lab07) let the learner's code run the system C compiler and load the result."""
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
+    with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
+        got = student.run("compile_c")
+    assert abs(got - 2 * np.sin(0.5)) < 1e-12, f"the confined C build returned {got}"
+
+
 def test_each_call_is_bounded_and_a_fresh_process_follows_a_hang(toy):
     spec = sandbox.SandboxSpec("lab00", ("torch",))
     cells = [("setup", "import numpy as np"), ("add_impl", "def add(a, b):\n    while a == [9]: pass\n    return np.add(a, b)")]

@@ -26,3 +26,19 @@ def peek(sub):
     except ImportError as exc:
         seen["torch"] = str(exc)
     return seen
+
+
+def compile_c(sub):
+    """Builds and calls a tiny C function with the system compiler, as compiled-kernel labs do."""
+    import ctypes
+    import os
+    import subprocess
+    import tempfile
+    folder = tempfile.mkdtemp()
+    source, library = os.path.join(folder, "k.c"), os.path.join(folder, "k.so")
+    with open(source, "w") as f:
+        f.write("#include <math.h>\ndouble twice_sin(double x) { return 2 * sin(x); }\n")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", source, "-o", library, "-lm"], check=True, capture_output=True)
+    fn = ctypes.CDLL(library).twice_sin
+    fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
+    return fn(0.5)
