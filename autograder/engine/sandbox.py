@@ -58,6 +58,7 @@ class SandboxSpec:
     deny_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     level: str = "auto"
+    preload: tuple[str, ...] = ()  # extra modules the zygote imports once (e.g. torch._dynamo)
 
 
 def _site_packages() -> Path:
@@ -185,7 +186,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
         inside_exe = f"/ipt/python/bin/{exe.name}"
         config = {"engine_dir": "/ipt/engine", "site_dirs": ["/ipt/site"],
                   "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds),
-                  "zygote": zygote, "preload": ["numpy"] + ([] if "torch" in spec.deny_modules else ["torch"])}
+                  "zygote": zygote, "preload": ["numpy"] + ([] if "torch" in spec.deny_modules else ["torch", *spec.preload])}
         argv = [inside_exe, "-I", "-S", "-B", "-u"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
         plan = {
             "root": str(build_dir("sandbox", "root")),
