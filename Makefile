@@ -18,7 +18,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader report bench-grader clean
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader report bench bench-grader clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -68,6 +68,9 @@ selftest: setup  ## prove the graders: make selftest [LAB=lab01]
 
 report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 	$(PY) -m autograder report $(LAB)
+
+bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07
+	$(PY) -m autograder.benchmarks $(or $(LAB),lab07)
 
 bench-grader: setup  ## our confined grader vs nbgrader autograde: make bench-grader [LAB=lab01]
 	$(PY) -m autograder bench-grader $(or $(LAB),lab01)
