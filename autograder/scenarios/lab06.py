@@ -1,0 +1,849 @@
+"""lab06 scenarios: run on the student side (P1), against the learner's module `sub`.
+
+torch is allowed in this lab. The trusted side (P0) imports this module too, for the model builders
+and `describe` (the same description of a graph on both sides), so nothing here has side effects at
+import. Before calling learner code, the ready-made torch.fx pass of the part is disabled by swapping
+the function objects' code (saved references stop working too) and put back afterwards.
+"""
+# IPT-CANARY lab06 scenarios.py: hidden grading text, never shown to learners
+import math
+import operator
+import time
+
+import numpy as np
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+
+
+def _error(exc):
+    return {"error": type(exc).__name__, "message": str(exc)[:300]}
+
+
+def _np(t):
+    return t.detach().numpy().copy()
+
+
+def _flat(out):
+    """The tensors of a (nested) result as numpy arrays, in a deterministic order."""
+    if isinstance(out, torch.Tensor):
+        return [_np(out)]
+    if isinstance(out, (tuple, list)):
+        return [a for x in out for a in _flat(x)]
+    if isinstance(out, dict):
+        return [a for k in sorted(out) for a in _flat(out[k])]
+    return []
+
+
+# -- disabling the shortcuts ------------------------------------------------------------------------
+def _raiser_code(func, what):
+    names = func.__code__.co_freevars
+    src = "def _outer():\n" + "".join(f"    {n} = None\n" for n in names)
+    src += "    def _disabled(*args, **kwargs):\n"
+    if names:
+        src += "        " + ", ".join(names) + "\n"
+    src += f"        raise RuntimeError({what + ' is disabled while this part is graded: write it yourself'!r})\n"
+    src += "    return _disabled\n"
+    ns = {}
+    exec(src, ns)
+    return ns["_outer"]().__code__
+
+
+class disabled:
+    """Context manager: the given (function, name) pairs raise RuntimeError while inside."""
+
+    def __init__(self, funcs):
+        self.funcs, self.saved = funcs, []
+
+    def __enter__(self):
+        for func, what in self.funcs:
+            self.saved.append((func, func.__code__))
+            func.__code__ = _raiser_code(func, what)
+        return self
+
+    def __exit__(self, *exc):
+        for func, code in reversed(self.saved):
+            func.__code__ = code
+        return False
+
+
+def _shortcuts(part):
+    fx = torch.fx
+    out = []
+    if part in ("tracer", "codegen"):
+        out += [(fx.symbolic_trace, "torch.fx.symbolic_trace"), (fx.Tracer.trace, "torch.fx.Tracer.trace")]
+    if part == "codegen":
+        from torch.fx.graph import CodeGen
+        out += [(fx.Graph.python_code, "torch.fx.Graph.python_code"), (CodeGen._gen_python_code, "torch.fx's code generation")]
+    if part == "shape_prop":
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+        from torch.fx.passes.shape_prop import ShapeProp, _extract_tensor_metadata
+        out += [(ShapeProp.run_node, "ShapeProp"), (ShapeProp.propagate, "ShapeProp"), (_extract_tensor_metadata, "ShapeProp"),
+                (FakeTensorProp.run_node, "FakeTensorProp"), (FakeTensorProp.propagate, "FakeTensorProp")]
+    if part == "conv_bn_fold":
+        import torch.fx.experimental.optimization as opt
+        import torch.nn.utils.fusion as fusion
+        out += [(opt.fuse, "torch.fx.experimental.optimization.fuse"), (fusion.fuse_conv_bn_eval, "fuse_conv_bn_eval"),
+                (fusion.fuse_conv_bn_weights, "fuse_conv_bn_weights")]
+    if part == "dce_cse":
+        from torch.fx.passes.dialect.common.cse_pass import CSEPass
+        out += [(fx.Graph.eliminate_dead_code, "Graph.eliminate_dead_code"), (CSEPass.call, "CSEPass")]
+    if part == "rewrite":
+        import torch.fx.subgraph_rewriter as rw
+        from torch.fx.passes.utils.matcher_utils import SubgraphMatcher
+        out += [(rw.replace_pattern, "replace_pattern"), (rw.replace_pattern_with_filters, "replace_pattern_with_filters"),
+                (rw._replace_pattern, "replace_pattern"), (SubgraphMatcher.match, "SubgraphMatcher")]
+    if part == "run_graph":
+        out += [(fx.Interpreter.run, "torch.fx.Interpreter"), (fx.Interpreter.run_node, "torch.fx.Interpreter")]
+    return out
+
+
+# -- describing a graph (real fx or the learner's) as plain data ------------------------------------
+def target_str(t):
+    if isinstance(t, str):
+        return t
+    mod = getattr(t, "__module__", None) or ""
+    mod = "operator" if mod == "_operator" else mod
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or repr(t)
+    return f"{mod}.{name}" if mod else name
+
+
+def _arg(a, index):
+    if type(a).__name__ == "Node" and hasattr(a, "op") and hasattr(a, "target"):
+        return {"node": index.get(id(a), -1)}
+    if isinstance(a, tuple):
+        return {"tuple": [_arg(x, index) for x in a]}
+    if isinstance(a, list):
+        return [_arg(x, index) for x in a]
+    if isinstance(a, dict):
+        return {"dict": {str(k): _arg(v, index) for k, v in a.items()}}
+    if isinstance(a, slice):
+        return {"slice": [_arg(a.start, index), _arg(a.stop, index), _arg(a.step, index)]}
+    if a is Ellipsis:
+        return {"ellipsis": True}
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return a
+    if isinstance(a, torch.dtype):
+        return {"dtype": str(a)}
+    return {"object": type(a).__name__}
+
+
+def describe(nodes):
+    nodes = list(nodes)
+    index = {id(n): i for i, n in enumerate(nodes)}
+    return [{"op": str(n.op), "target": target_str(n.target), "args": _arg(tuple(n.args), index),
+             "kwargs": _arg(dict(n.kwargs), index)} for n in nodes]
+
+
+# -- models -----------------------------------------------------------------------------------------
+def _randomize_bn(model, seed):
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)) and m.track_running_stats:
+                m.running_mean.copy_(torch.rand(m.num_features, generator=g) - 0.5)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                if m.affine:
+                    m.weight.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                    m.bias.copy_(torch.rand(m.num_features, generator=g) - 0.5)
+    return model
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.layer1 = nn.Sequential(BasicBlock(8, 8), BasicBlock(8, 8))
+        self.layer2 = nn.Sequential(BasicBlock(8, 16, stride=2))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.layer2(self.layer1(self.stem(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, vocab=20, dim=16, seq=6):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.1)
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.head = nn.Linear(dim, vocab)
+        self.dim = dim
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.pos
+        qkv = self.qkv(self.ln1(x))
+        q, k, v = qkv[..., :self.dim], qkv[..., self.dim:2 * self.dim], qkv[..., 2 * self.dim:]
+        att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.dim), dim=-1)
+        x = x + self.proj(att @ v)
+        x = x + self.mlp(self.ln2(x))
+        return self.head(x)
+
+
+class Branchy(nn.Module):
+    """Two branches, reflected operators, **, /, //-free arithmetic, cat, negation."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 5), nn.Linear(6, 5)
+        self.scale = nn.Parameter(torch.rand(5) + 0.5)
+
+    def forward(self, x, y):
+        left = torch.tanh(self.a(x)) * self.scale
+        right = 1.5 - self.b(y) / 2
+        both = torch.cat([left, -right, left ** 2], dim=1)
+        return 2 * both + (left @ right.transpose(0, 1)).sum(dim=1, keepdim=True)
+
+
+class Twice(nn.Module):
+    """The same Linear and ReLU modules called at several places."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+        self.act = nn.ReLU()
+        self.norm = nn.LayerNorm(5)
+
+    def forward(self, x):
+        h = self.act(self.lin(x))
+        h = self.act(self.lin(self.norm(h)))
+        return self.lin(h) + h
+
+
+class Tied(nn.Module):
+    """A parameter shared by two modules (tied embedding/head), read directly, and read twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(12, 8)
+        self.head = nn.Linear(8, 12, bias=False)
+        self.head.weight = self.emb.weight
+        self.gain = nn.Parameter(torch.rand(8) + 0.5)
+
+    def forward(self, tokens):
+        h = self.emb(tokens) * self.gain
+        h = h + self.gain
+        return F.linear(h, self.head.weight), self.head(h)
+
+
+class KwargsModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        p = F.softmax(self.lin(x), dim=0)
+        s = torch.sum(p, dim=1, keepdim=True)
+        q = F.layer_norm(x, (8,), eps=1e-3)
+        r = x.transpose(dim0=0, dim1=1)
+        t = torch.clamp(q, min=-0.5, max=0.75)
+        return F.dropout(t + s, p=0.3, training=False), r.mean(dim=-1)
+
+
+class Constants(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        a = x * 0.1234567891234 + 3
+        b = a.to(torch.float64).clamp(min=-1e-7)
+        c = b[..., None, 1:3].float()
+        d = self.lin(x)[:, ::2]
+        e = torch.where(x > 0.25, x, torch.zeros_like(x))
+        return {"c": c, "d": d - 1e-9, "e": (e / 7, None, "tag")}
+
+
+class Inner(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+        self.register_buffer("shift", torch.linspace(-1, 1, dim))
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + self.shift
+
+
+class Nested(nn.Module):
+    """Non-leaf modules inside ModuleList / ModuleDict / Sequential, buffers, BatchNorm1d."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Inner(6), nn.Sequential(Inner(6), nn.Tanh())])
+        self.heads = nn.ModuleDict({"mean": nn.Linear(6, 2), "logvar": nn.Linear(6, 2)})
+        self.norm = nn.BatchNorm1d(6)
+        self.register_buffer("scale", torch.rand(6) + 0.5)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm(x) * self.scale
+        return self.heads["mean"](x), self.heads["logvar"](x).exp()
+
+
+class Methods(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv(x).relu()
+        n = h.size(0)
+        flat = h.view(n, 4, -1).permute(0, 2, 1).contiguous()
+        m = flat.softmax(-1).reshape(n, -1)
+        return m.unsqueeze(1).transpose(1, 2)[:, :10], flat.mean(dim=1)
+
+
+PROGRAM_OPS = ["add", "sub", "mul", "rsub", "rmul", "neg", "relu", "tanh", "sigmoid", "softmax", "cat_slice",
+               "matmul", "linear", "param", "div", "getitem"]
+
+
+class Program(nn.Module):
+    """A generated straight-line program over values of shape (4, 6)."""
+
+    def __init__(self, program):
+        super().__init__()
+        self.program = [list(step) for step in program]
+        self.lin = nn.Linear(6, 6)
+        self.w = nn.Parameter(torch.rand(6) + 0.5)
+
+    def forward(self, x, y):
+        vals = [x, y]
+        for op, i, j, c in self.program:
+            a, b = vals[i % len(vals)], vals[j % len(vals)]
+            if op == "add":
+                v = a + b
+            elif op == "sub":
+                v = a - b
+            elif op == "mul":
+                v = a * b
+            elif op == "rsub":
+                v = c - a
+            elif op == "rmul":
+                v = c * a
+            elif op == "neg":
+                v = -a
+            elif op == "relu":
+                v = a.relu()
+            elif op == "tanh":
+                v = torch.tanh(a)
+            elif op == "sigmoid":
+                v = torch.sigmoid(a)
+            elif op == "softmax":
+                v = F.softmax(a, dim=-1)
+            elif op == "cat_slice":
+                v = torch.cat([a, b], dim=1)[:, 3:9]
+            elif op == "matmul":
+                v = torch.tanh((a @ b.transpose(0, 1)) @ a)
+            elif op == "linear":
+                v = self.lin(a)
+            elif op == "param":
+                v = a * self.w
+            elif op == "div":
+                v = a / (c + 2.0)
+            else:
+                v = a[1:3].repeat(2, 1)
+            vals.append(v)
+        return vals[-1], vals[len(vals) // 2]
+
+
+def build(name, seed=0, program=None):
+    """(model, inputs) for a model name; the same weights and inputs in P0 and P1."""
+    torch.manual_seed(seed)
+    if name == "resnet":
+        return _randomize_bn(TinyResNet(), seed).eval(), (torch.randn(2, 3, 16, 16),)
+    if name == "transformer":
+        return TinyTransformer().eval(), (torch.randint(0, 20, (2, 6)),)
+    if name == "branchy":
+        return Branchy(), (torch.randn(3, 6), torch.randn(3, 6))
+    if name == "twice":
+        return Twice(), (torch.randn(4, 5),)
+    if name == "tied":
+        return Tied(), (torch.randint(0, 12, (3, 5)),)
+    if name == "kwargs":
+        return KwargsModel(), (torch.randn(5, 8),)
+    if name == "constants":
+        return Constants(), (torch.randn(3, 4),)
+    if name == "nested":
+        return _randomize_bn(Nested(), seed).eval(), (torch.randn(5, 6),)
+    if name == "methods":
+        return Methods(), (torch.randn(2, 3, 5, 5),)
+    if name == "program":
+        return Program(program), (torch.randn(4, 6), torch.randn(4, 6))
+    if name in FOLD_MODELS:
+        return FOLD_MODELS[name](seed)
+    if name in CLEAN_MODELS:
+        torch.manual_seed(seed)
+        model = CLEAN_MODELS[name]()
+        return model.eval(), (torch.randn(4, 6),)
+    if name in SILU_MODELS:
+        torch.manual_seed(seed)
+        return SILU_MODELS[name](), (torch.randn(4, 6),)
+    if name in SHAPE_MODELS:
+        return SHAPE_MODELS[name](seed)
+    if name == "heavy":
+        return Heavy(), (torch.randn(8, 8),)
+    raise KeyError(name)
+
+
+# part conv_bn_fold models
+class SharedOut(nn.Module):
+    """conv1's output feeds its BN and a residual: not foldable; conv2 -> bn2 is."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6)
+        self.conv2, self.bn2 = nn.Conv2d(6, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6, eps=1e-2)
+
+    def forward(self, x):
+        y = self.conv1(x)
+        z = self.bn1(y) + y
+        return self.bn2(self.conv2(z))
+
+
+class ConvTwice(nn.Module):
+    """One conv module called at two places, one of them followed by BN; a BN after a ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.bn_after_relu = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        a = self.bn(self.conv(x))
+        b = self.conv(torch.relu(a))
+        return self.bn_after_relu(torch.relu(b)) + b
+
+
+class OddConvs(nn.Module):
+    """No bias, affine=False, other eps, groups, stride, dilation."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2, bias=False)
+        self.b1 = nn.BatchNorm2d(8, affine=False, eps=1e-3)
+        self.c2 = nn.Conv2d(8, 8, 1)
+        self.b2 = nn.BatchNorm2d(8, eps=0.1)
+        self.c3 = nn.Conv2d(8, 2, 3, padding=1)
+        self.b3 = nn.BatchNorm2d(2, track_running_stats=False)
+
+    def forward(self, x):
+        x = F.relu(self.b1(self.c1(x)))
+        x = self.b2(self.c2(x))
+        return self.b3(self.c3(x)), x
+
+
+FOLD_MODELS = {
+    "fold_shared_out": lambda seed: (_randomize_bn(SharedOut(), seed).eval(), (torch.randn(2, 3, 8, 8),)),
+    "fold_conv_twice": lambda seed: (_randomize_bn(ConvTwice(), seed).eval(), (torch.randn(2, 4, 6, 6),)),
+    "fold_odd": lambda seed: (_randomize_bn(OddConvs(), seed).eval(), (torch.randn(2, 4, 9, 9),)),
+}
+
+
+# part dce_cse models
+class DeadChain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.weight = nn.Parameter(torch.rand(6))
+
+    def forward(self, x):
+        w = self.weight                      # read, never used
+        a = x.relu()
+        b = a * 2
+        c = b.sum(dim=0)                     # a dead chain of three
+        d = self.lin(x)                      # a dead module call
+        e = torch.cat([x, x], dim=1)[:, :3]  # dead getitem of a dead cat
+        return x + 1
+
+
+class DeadImpure(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        t = x.clone()
+        t.add_(1)                             # in-place, result unused: stays
+        noise = torch.rand_like(x)            # random, unused: stays
+        u = self.lin(x)
+        self.act(u)                           # in-place module: stays
+        F.relu(x * 3, inplace=True)           # inplace=True: stays (and its input)
+        torch._assert(x.sum() > -1e9, "finite")
+        dead = (t * 2).abs()
+        return t + u
+
+
+class Dups(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        r1, r2 = torch.relu(x), torch.relu(x)
+        a, b = r1 + 1, r2 + 1                  # equal once r1/r2 are merged
+        c, d = x[:, 1:3], x[:, 1:3]
+        e, f = torch.cat([a, c], dim=1), torch.cat([b, d], dim=1)
+        g, h = self.lin(x), self.lin(x)
+        s1, s2 = torch.sum(x, dim=1), torch.sum(x, dim=0)
+        k1, k2 = F.softmax(x, dim=-1), F.softmax(x, dim=0)
+        m1, m2 = x.mean(dim=1, keepdim=True), x.mean(dim=1, keepdim=False)
+        return e + f, g * h, s1.sum() + s2.sum(), k1 + k2, m1.sum() + m2.sum()
+
+
+class NoMerge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        n1, n2 = torch.rand_like(x), torch.rand_like(x)
+        p, q, r = x + 1, x + 1.0, x + True     # different constant types
+        a = x * 2
+        a.add_(1)
+        a.add_(1)                              # two equal in-place ops: both run
+        s1, s2 = self.act(x * 3), self.act(x * 3)
+        t1, t2 = x - 2, x - 2                  # these merge
+        return a + p + q + r + t1 + t2 + s1 + s2 + (n1 - n2) * 0
+
+
+CLEAN_MODELS = {"dead_chain": DeadChain, "dead_impure": DeadImpure, "dups": Dups, "no_merge": NoMerge}
+
+
+# part rewrite models
+class SiluNone(nn.Module):
+    def forward(self, x):
+        return x * torch.tanh(x) + torch.sigmoid(x)
+
+
+class SiluOne(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+class SiluMany(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(6, 6), nn.Linear(6, 6), nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.a(x)
+        h = torch.sigmoid(h) * h
+        h = self.b(h)
+        h = torch.mul(h, h.sigmoid())
+        g = self.c(h)
+        return g.sigmoid() * g * 2 + (x * torch.sigmoid(x)).mul(torch.sigmoid(h))
+
+
+class SiluNear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.a(x)
+        p = x * torch.sigmoid(y)               # different operand
+        s = torch.sigmoid(x)
+        q = x * s + s                          # the sigmoid has another user
+        r = torch.sigmoid(y) * torch.sigmoid(y)
+        t = (y + 0) * torch.sigmoid(y)         # a different node that happens to equal y
+        u = y * torch.sigmoid(y)               # a real match
+        return p + q + r + t + u
+
+
+class SiluMixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+
+    def forward(self, x):
+        skip = []
+        for lin in self.blocks:
+            x = lin(x)
+            s = x.sigmoid()
+            skip.append(s)
+            x = x * torch.sigmoid(x)
+        return x + sum(skip[1:], skip[0])
+
+
+SILU_MODELS = {"silu_none": SiluNone, "silu_one": SiluOne, "silu_many": SiluMany, "silu_near": SiluNear, "silu_mixed": SiluMixed}
+
+
+# part shape_prop models
+class Dtypes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 3).double()
+
+    def forward(self, x, idx):
+        h = self.lin(x.double())
+        n = h.size(0)
+        best = torch.max(h, dim=1)
+        mask = best.values > 0
+        picked = h[idx]
+        counts = mask.to(torch.int32).sum()
+        return picked.float().t(), counts, best.indices, n
+
+
+SHAPE_MODELS = {
+    "dtypes": lambda seed: (Dtypes(), (torch.randn(4, 5), torch.tensor([2, 0, 3]))),
+    "channels_last": lambda seed: (_randomize_bn(TinyResNet(), seed).eval(),
+                                   (torch.randn(2, 3, 12, 12).to(memory_format=torch.channels_last),)),
+}
+
+
+class Heavy(nn.Module):
+    """One node about 100x heavier than all the others together."""
+
+    def __init__(self):
+        super().__init__()
+        self.A = nn.Parameter(torch.randn(512, 512) / 23, requires_grad=False)
+
+    def forward(self, x):
+        h = x
+        for _ in range(6):
+            h = torch.tanh(h) + 1
+        big = torch.matmul(self.A, self.A)
+        return h + big[:8, :8]
+
+
+# -- part tracer ------------------------------------------------------------------------------------
+def trace_model(sub, name, seed=0, program=None):
+    model, _ = build(name, seed, program)
+    with disabled(_shortcuts("tracer")):
+        graph = sub.mini_trace(model)
+    return describe(graph.nodes)
+
+
+def trace_errors(sub):
+    """Control flow on a traced value must raise TraceError; the patched nn.Module methods come back."""
+    class Branch(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x
+            return -x
+
+    class Loop(nn.Module):
+        def forward(self, x):
+            return [v for v in x]
+
+    out = {}
+    call, getattr_ = nn.Module.__call__, nn.Module.__getattr__
+    for name, model in (("branch", Branch()), ("iterate", Loop())):
+        try:
+            with disabled(_shortcuts("tracer")):
+                sub.mini_trace(model)
+            out[name] = "no error"
+        except Exception as exc:  # noqa: BLE001
+            out[name] = type(exc).__name__
+    out["restored"] = nn.Module.__call__ is call and nn.Module.__getattr__ is getattr_
+    m = nn.Linear(2, 2)
+    out["eager_after"] = bool(isinstance(m(torch.ones(1, 2)), torch.Tensor))
+    return out
+
+
+# -- part codegen -----------------------------------------------------------------------------------
+def codegen_run(sub, name, seed=0, program=None, bump=False):
+    model, inputs = build(name, seed, program)
+    graph = sub.from_fx(torch.fx.symbolic_trace(model))
+    with disabled(_shortcuts("codegen")):
+        mini = sub.MiniGraphModule(model, graph)
+        code = mini.code
+        outs = _flat(mini(*inputs))
+        result = {"outs": outs, "code_is_str": isinstance(code, str), "has_def": isinstance(code, str) and "def forward" in code,
+                  "is_module": isinstance(mini, nn.Module),
+                  "state_dict": sorted(mini.state_dict().keys()) if isinstance(mini, nn.Module) else None,
+                  "structure": _structure(mini(*inputs))}
+        if bump:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(1.5)
+            result["bumped"] = _flat(mini(*inputs))
+    return result
+
+
+def _structure(out):
+    if isinstance(out, torch.Tensor):
+        return "T"
+    if isinstance(out, tuple):
+        return {"tuple": [_structure(x) for x in out]}
+    if isinstance(out, list):
+        return [_structure(x) for x in out]
+    if isinstance(out, dict):
+        return {"dict": {str(k): _structure(v) for k, v in out.items()}}
+    return out if out is None or isinstance(out, (bool, int, float, str)) else type(out).__name__
+
+
+# -- part shape_prop --------------------------------------------------------------------------------
+def shapes(sub, name, seed=0):
+    model, inputs = build(name, seed)
+    gm = torch.fx.symbolic_trace(model)
+    with disabled(_shortcuts("shape_prop")):
+        rec = sub.ShapeRecorder(gm)
+        result = rec.run(*inputs)
+        sizes = sub.activation_bytes(gm)
+    nodes = {}
+    for n in gm.graph.nodes:
+        m = n.meta
+        nodes[n.name] = {"shape": list(m["shape"]) if "shape" in m else None,
+                         "dtype": str(m["dtype"]) if "dtype" in m else None,
+                         "stride": list(m["stride"]) if "stride" in m else None,
+                         "requires_grad": bool(m["requires_grad"]) if "requires_grad" in m else None}
+    return {"nodes": nodes, "outs": _flat(result), "is_interpreter": isinstance(rec, torch.fx.Interpreter),
+            "bytes": {str(k): int(v) for k, v in dict(sizes).items()}}
+
+
+# -- part conv_bn_fold ------------------------------------------------------------------------------
+def _count_modules(gm, cls):
+    return sum(1 for n in gm.graph.nodes if n.op == "call_module" and isinstance(gm.get_submodule(n.target), cls))
+
+
+def fold(sub, name, seed=0, train=False):
+    model, inputs = build(name, seed)
+    if train:
+        model.train()
+    gm = torch.fx.symbolic_trace(model)
+    if not train:
+        with torch.no_grad():
+            before = _flat(model(*inputs))
+    try:
+        with disabled(_shortcuts("conv_bn_fold")):
+            out = sub.fold_conv_bn(gm)
+    except Exception as exc:  # noqa: BLE001
+        return _error(exc)
+    if train:
+        return {"returned": type(out).__name__}
+    with torch.no_grad():
+        got = _flat(out(*inputs))
+        after = _flat(model(*inputs))
+    return {"outs": got, "eager_after": after, "eager_before": before,
+            "bn_left": _count_modules(out, nn.BatchNorm2d), "convs": _count_modules(out, nn.Conv2d),
+            "nodes": len(out.graph.nodes)}
+
+
+# -- part dce_cse -----------------------------------------------------------------------------------
+def clean(sub, name, which, seed=0):
+    model, inputs = build(name, seed)
+    gm = torch.fx.symbolic_trace(model)
+    removed = {}
+    with disabled(_shortcuts("dce_cse")):
+        for step in which:
+            removed[step] = int(sub.cse(gm) if step == "cse" else sub.dead_code_elimination(gm))
+    torch.manual_seed(seed)
+    outs = _flat(gm(*inputs))
+    return {"removed": removed, "nodes": [f"{n.op}:{target_str(n.target)}" for n in gm.graph.nodes], "outs": outs}
+
+
+def impurity(sub, name, seed=0):
+    model, _ = build(name, seed)
+    gm = torch.fx.symbolic_trace(model)
+    return {n.name: bool(sub.is_impure(n)) for n in gm.graph.nodes}
+
+
+# -- part rewrite -----------------------------------------------------------------------------------
+def silu(sub, name, seed=0):
+    model, inputs = build(name, seed)
+    gm = torch.fx.symbolic_trace(model)
+    with disabled(_shortcuts("rewrite")):
+        count = sub.fuse_silu(gm)
+    with torch.no_grad():
+        outs = _flat(gm(*inputs))
+    return {"count": int(count), "outs": outs, "nodes": [f"{n.op}:{target_str(n.target)}" for n in gm.graph.nodes]}
+
+
+# -- part profiler ----------------------------------------------------------------------------------
+def profile(sub, name, seed=0, runs=3, top=5):
+    model, inputs = build(name, seed)
+    gm = torch.fx.symbolic_trace(model)
+    interp = sub.ProfilingInterpreter(gm)
+    is_interp = isinstance(interp, torch.fx.Interpreter)
+    start = time.perf_counter()
+    report = sub.profile_graph(gm, *inputs, runs=runs)
+    wall = time.perf_counter() - start
+    nodes = {str(k): {"seconds": float(v["seconds"]), "calls": int(v["calls"])} for k, v in report["nodes"].items()}
+    summary = sub.profile_summary(report, top=top)
+    with torch.no_grad():
+        eager = _flat(model(*inputs))
+    return {"nodes": nodes, "total": float(report["total"]), "runs": int(report["runs"]), "wall": wall,
+            "outs": _flat(report["result"]), "eager": eager, "summary": str(summary), "is_interpreter": is_interp,
+            "graph_nodes": [n.name for n in gm.graph.nodes]}
+
+
+# -- part decompose ---------------------------------------------------------------------------------
+def fn_mlp(x, w, b):
+    return F.layer_norm(F.gelu(F.linear(x, w, b)), (x.shape[-1],)).softmax(-1)
+
+
+def fn_conv(x, w, b):
+    y = F.conv2d(x, w, b, padding=1)
+    return F.avg_pool2d(F.silu(y), 2).flatten(1).log_softmax(-1)
+
+
+def fn_attention(q, k, v):
+    att = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)
+    return att @ v, att.mean(dim=(0, 1))
+
+
+def fn_misc(x, y, z):
+    h = F.hardswish(x) + torch.where(y > 0, y, z).clamp(-0.5, 0.5)
+    return h.var(dim=0, correction=0), F.leaky_relu(h, 0.2).addcmul(x, y, value=0.5)
+
+
+DECOMPOSE = {
+    "mlp": (fn_mlp, [(4, 8), (8, 8), (8,)]),
+    "conv": (fn_conv, [(2, 3, 6, 6), (4, 3, 3, 3), (4,)]),
+    "attention": (fn_attention, [(2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)]),
+    "misc": (fn_misc, [(3, 7), (3, 7), (3, 7)]),
+}
+
+
+def decompose_inputs(name, seed):
+    fn, shapes_ = DECOMPOSE[name]
+    g = torch.Generator().manual_seed(seed)
+    return fn, [torch.randn(*s, generator=g) for s in shapes_]
+
+
+def decompose(sub, name, seed=0):
+    fn, args = decompose_inputs(name, seed)
+    gm = sub.to_core_aten(fn, *args)
+    targets = []
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            t = n.target
+            core = t is operator.getitem or (isinstance(t, torch._ops.OpOverload) and torch.Tag.core in t.tags)
+            targets.append([str(t) if isinstance(t, torch._ops.OpOverload) else getattr(t, "__name__", str(t)), bool(core)])
+    hist = {str(k): int(v) for k, v in dict(sub.op_histogram(gm)).items()}
+
+    def refuse(*a, **k):
+        raise RuntimeError("run_graph must walk the graph itself, not call the GraphModule")
+
+    gm.forward = refuse
+    with disabled(_shortcuts("run_graph")):
+        ran = sub.run_graph(gm, *args)
+    return {"targets": targets, "histogram": hist, "outs": _flat(ran)}
