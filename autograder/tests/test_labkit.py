@@ -55,6 +55,14 @@ def edit_cell(notebook: Path, grade_id: str, source: str) -> None:
     nbformat.write(nb, notebook)
 
 
+def test_cells_load_without_labkits_own_future_imports():
+    """A learner's @dataclass (and eager annotations) work when cells are loaded outside sys.modules."""
+    cell = "from dataclasses import dataclass\n\n@dataclass\nclass Point:\n    x: int\n    y: int = 0\n"
+    module, errors = load_module([("cell", cell)], name="not_in_sys_modules")
+    assert not errors, errors
+    assert module.Point(1).y == 0 and module.Point.__annotations__["x"] is int
+
+
 # ---- check() -------------------------------------------------------------------------------------
 
 def test_check_passes_on_the_reference_solution(toy_lab, capsys):

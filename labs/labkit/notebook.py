@@ -178,7 +178,7 @@ def load_module(cells: list[tuple[str, str]], name: str = "submission") -> tuple
     errors = []
     for gid, src in cells:
         try:
-            exec(compile(src, f"<cell {gid}>", "exec"), module.__dict__)
+            exec(compile(src, f"<cell {gid}>", "exec", dont_inherit=True), module.__dict__)  # not our __future__ flags
         except BaseException as exc:  # noqa: BLE001 - one bad cell must not stop the others
             if isinstance(exc, KeyboardInterrupt):
                 raise
