@@ -1,0 +1,29 @@
+"""`make bench`: each lab benchmark runs from a fresh clone and prints its ratios (reported, not asserted:
+speed targets are read from the printed figures, since this 2-core machine is too noisy for timed tests)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from autograder.paths import REPO, project_env
+
+
+def bench(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder.benchmarks", *args], cwd=REPO, env={**os.environ, **project_env()},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_an_unknown_lab_gets_the_list_of_benchmarks():
+    proc = bench("lab99")
+    assert proc.returncode == 2 and "lab07" in proc.stderr, proc.stderr
+
+
+def test_lab07_benchmark_prints_its_ratios():
+    proc = bench("lab07", "--rounds", "5", "--n", str(1 << 20))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    for label in ("speedup vs eager", "speed vs inductor"):
+        found = re.search(rf"^{label}: (\d+\.\d\d)$", proc.stdout, re.M)
+        assert found and float(found.group(1)) > 0, f"no '{label}: X.XX' line in:\n{proc.stdout}"
