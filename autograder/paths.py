@@ -33,20 +33,34 @@ class LabPaths:
         return self.release_dir / "tests"
 
     @property
+    def hidden(self) -> Path:
+        """The lab's whole grading in one folder: graders (test_<part>.py, oracle, lab.toml),
+        scenarios.py, mutants.toml, adversarial attempts, the edge-domain catalogue and examples."""
+        return self.root / "autograder" / "labs" / self.lab
+
+    @property
     def graders(self) -> Path:
-        return self.root / "autograder" / "graders" / self.lab
+        return self.hidden
 
     @property
     def scenarios(self) -> Path:
-        return self.root / "autograder" / "scenarios" / f"{self.lab}.py"
+        return self.hidden / "scenarios.py"
 
     @property
     def mutants(self) -> Path:
-        return self.root / "autograder" / "mutants" / self.lab / "mutants.toml"
+        return self.hidden / "mutants.toml"
+
+    @property
+    def adversarial(self) -> Path:
+        return self.hidden / "adversarial"
+
+    @property
+    def catalogue(self) -> Path:
+        return self.hidden / "catalogue.toml"
 
     @property
     def examples(self) -> Path:
-        return self.root / "autograder" / "examples" / self.lab
+        return self.hidden / "examples"
 
 
 def all_labs(root: Path = REPO) -> list[LabPaths]:

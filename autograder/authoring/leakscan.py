@@ -6,7 +6,7 @@
   in text or, for files that are not text, in their bytes;
 - `solution`: a distinctive line of a solution region (`### BEGIN SOLUTION` .. `### END SOLUTION`)
   of solutions/*.py that the lab's own released text does not also contain;
-- `hidden`: a distinctive line of autograder/graders|scenarios|mutants|examples that the public labs
+- `hidden`: a distinctive line of autograder/labs/ (graders, scenarios, mutants, examples) that the public labs
   (public tests and generated lab notebooks) do not legitimately contain.
 
 Lines are compared without any whitespace, and a pattern also matches inside a longer line, so
@@ -31,7 +31,7 @@ from autograder.paths import REPO
 
 CANARY = "IPT-CANARY"
 MIN_CHARS = 24
-HIDDEN_DIRS = ("autograder/graders", "autograder/scenarios", "autograder/mutants", "autograder/examples")
+HIDDEN_DIRS = ("autograder/labs",)
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 TEXT_SUFFIXES = {
     ".ipynb", ".py", ".pyi", ".md", ".markdown", ".rst", ".txt", ".html", ".htm", ".xml", ".svg", ".js", ".mjs",

@@ -1,6 +1,6 @@
 """`make bench LAB=lab07`: the reference fusing backend against eager PyTorch and Inductor.
 
-Memory-bound pointwise chains on 4M float32 (autograder/scenarios/lab07.py:CHAINS). Every contender runs with
+Memory-bound pointwise chains on 4M float32 (autograder/labs/lab07/scenarios.py:CHAINS). Every contender runs with
 OMP_NUM_THREADS=1 and torch.set_num_threads(1) (Inductor's C++ kernels then run single-threaded too); the
 compiled functions are warmed up first (Inductor's compile excluded); then rounds interleave eager, the reference
 backend and Inductor, and each chain's figure is the ratio of medians. The summary lines are geometric means.
@@ -37,8 +37,8 @@ def main(argv: list[str]) -> int:
     import torch
     import torch._dynamo
 
-    from autograder.graders.lab07.oracle import geomean, median
-    from autograder.scenarios.lab07 import CHAINS, chain_inputs
+    from autograder.labs.lab07.oracle import geomean, median
+    from autograder.labs.lab07.scenarios import CHAINS, chain_inputs
     torch.set_num_threads(1)
     ref = reference_module()
     x, y = chain_inputs(0, args.n)

@@ -35,7 +35,7 @@ cd "$ROOT/source" || exit 1
 export PYTHONPATH="$ROOT/source:$ROOT/source/labs" OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$ROOT/source/build/tmp" && export TMPDIR="$ROOT/source/build/tmp"
 # where the learner's code runs as another user without its own filesystem view, hide the graders
-chmod -R go-rwx "$ROOT/source/autograder/graders" "$ROOT/results" 2>/dev/null || true
+chmod -R go-rwx "$ROOT/source/autograder/labs" "$ROOT/results" 2>/dev/null || true
 exec "$PY" -m autograder.bridges.gradescope run {lab} --root "$ROOT"
 """
 
@@ -49,11 +49,12 @@ def _members(paths: LabPaths) -> dict[str, Path]:
         for file in ([source] if source.is_file() else sorted(source.rglob("*"))):
             if file.is_file() and "__pycache__" not in file.parts and file.name != "READY":
                 files[str(file.relative_to(REPO))] = file
-    for file in sorted(paths.graders.rglob("*")):
-        if file.is_file() and "__pycache__" not in file.parts:
+    skip = {paths.examples, paths.adversarial}  # the hidden folder's instructor-only material
+    for file in sorted(paths.hidden.rglob("*")):
+        if file.is_file() and "__pycache__" not in file.parts and not skip & set(file.parents) \
+                and file != paths.mutants:
             files[str(file.relative_to(paths.root))] = file
-    files["autograder/graders/__init__.py"] = REPO / "autograder/graders/__init__.py"
-    files[str(paths.scenarios.relative_to(paths.root))] = paths.scenarios
+    files["autograder/labs/__init__.py"] = REPO / "autograder/labs/__init__.py"
     files[str(paths.release_notebook.relative_to(paths.root))] = paths.release_notebook
     return files
 

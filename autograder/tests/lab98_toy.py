@@ -121,12 +121,11 @@ def write_repo(root: Path) -> Path:
     for name in ("conftest.py", "pytest.ini"):
         if (REPO / "labs" / name).exists():
             shutil.copy2(REPO / "labs" / name, root / "labs" / name)
-    graders = root / "autograder" / "graders" / "lab98"
+    graders = root / "autograder" / "labs" / "lab98"
     graders.mkdir(parents=True)
     (graders / "test_add.py").write_text(HIDDEN_GRADER)
     (graders / "lab.toml").write_text("# IPT-CANARY lab98 graders\ndeny_modules = []\n")
-    (root / "autograder" / "scenarios").mkdir(parents=True)
-    (root / "autograder" / "scenarios" / "lab98.py").write_text(
+    (graders / "scenarios.py").write_text(
         "def add(sub, first_number, second_number):\n    return sub.add(first_number, second_number)\n")
     (root / "course" / "01_toy").mkdir(parents=True)
     (root / "course" / "01_toy" / "notes.md").write_text("# Adding\n\nNumbers add up: `add(2, 3) == 5`.\n")

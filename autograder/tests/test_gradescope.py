@@ -33,9 +33,9 @@ def run_autograder(root):
 def test_bundle_holds_the_engine_and_this_labs_graders_but_no_solutions(toy, tmp_path):  # noqa: F811
     _, names = unpack(toy, tmp_path)
     assert {"setup.sh", "run_autograder", "requirements-grader.txt"} <= set(names)
-    assert "autograder/graders/lab00/test_add.py" in names and "autograder/scenarios/lab00.py" in names
+    assert "autograder/labs/lab00/test_add.py" in names and "autograder/labs/lab00/scenarios.py" in names
     assert "labs/lab00_toy/lab00_toy.ipynb" in names and "labs/labkit/notebook.py" in names
-    assert not [n for n in names if n.startswith(("solutions/", "autograder/mutants", "autograder/tests"))]
+    assert not [n for n in names if n.startswith(("solutions/", "autograder/tests")) or n.endswith("mutants.toml")]
     assert "torch==2.13.0" in zipfile.ZipFile(tmp_path / "lab00.zip").read("setup.sh").decode()
 
 

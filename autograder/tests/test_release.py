@@ -115,7 +115,7 @@ def test_leak_scan_catches_canary_solution_and_hidden_text(toy_release, tmp_path
     assert ("course/01_toy/figure.png", "canary") in found
     by_file = {Path(l.path).relative_to(copy).as_posix(): l for l in leaks}
     assert by_file["course/01_toy/notes.md"].line == len(notes.read_text().splitlines())
-    assert by_file["book/intro.md"].line == 4 and "autograder/graders/lab98/test_add.py:5" in by_file["book/intro.md"].origin
+    assert by_file["book/intro.md"].line == 4 and "autograder/labs/lab98/test_add.py:5" in by_file["book/intro.md"].origin
     assert "solutions/lab98_toy.py" in by_file["book/page.html"].origin
     assert len(found) == 5, leaks
 
@@ -145,7 +145,7 @@ def test_distinctive_lines_rule():
                "return None", "x = 1", "if __name__ == '__main__':", "for i in range(len(a)):", "    ### BEGIN SOLUTION",
                "return self", "    # YOUR CODE HERE", "assert isinstance(result, list)"]
     distinctive = ["total_of_both_numbers = a + b", "strides[i] = strides[i + 1] * shape[i + 1]",
-                   "from autograder.graders.lab01.oracle import torch_view_chain"]
+                   "from autograder.labs.lab01.oracle import torch_view_chain"]
     assert not [line for line in generic if leakscan.is_distinctive(line)]
     assert all(leakscan.is_distinctive(line) for line in distinctive)
 

@@ -1,0 +1,67 @@
+"""Part `as_strided`: as_strided (absolute offset, bounds, errors) and contiguous()."""
+# IPT-CANARY lab01 hidden-graders
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autograder.labs.lab01 import oracle
+from autograder.labs.lab01.strategies import as_strided_op, examples, layouts
+
+FIELDS = ("shape", "stride", "offset", "values", "shares", "contiguous")
+
+FIXED = {
+    "windows": ([8], [1], 0, [["as_strided", [6, 3], [1, 1], 0]]),
+    "default-offset": ([10], [1], 2, [["as_strided", [2, 2], [1, 2], None]]),
+    "absolute-offset": ([10], [1], 2, [["as_strided", [2, 2], [1, 2], 0]]),
+    "from-a-view": ([3, 2], [1, 3], 1, [["as_strided", [3], [2], 3]]),
+    "zero-stride": ([6], [1], 0, [["as_strided", [3, 2], [0, 1], 4]]),
+    "0d": ([12], [1], 0, [["as_strided", [], [], 11]]),
+    "exactly-fits": ([2, 6], [6, 1], 0, [["as_strided", [2, 6], [6, 1], 0]]),
+    "out-of-bounds": ([2, 6], [6, 1], 0, [["as_strided", [2, 7], [6, 1], 0]]),
+    "out-of-bounds-offset": ([2, 6], [6, 1], 0, [["as_strided", [2, 6], [6, 1], 1]]),
+    "0d-out-of-bounds": ([12], [1], 0, [["as_strided", [], [], 12]]),
+    "empty-far-away": ([12], [1], 0, [["as_strided", [0, 2], [100, 1], 50]]),
+    "negative-stride": ([12], [1], 0, [["as_strided", [2, 2], [-1, 2], 4]]),
+    "negative-offset": ([12], [1], 0, [["as_strided", [2, 2], [1, 1], -1]]),
+    "length-mismatch": ([12], [1], 0, [["as_strided", [2, 2], [1], 0]]),
+    "contiguous-copy": ([4, 3], [1, 4], 0, [["contiguous"]]),
+    "contiguous-noop": ([3, 4], [4, 1], 2, [["contiguous"]]),
+    "contiguous-size1-odd": ([3, 1, 2], [2, 7, 1], 0, [["contiguous"]]),
+    "contiguous-expanded": ([3, 4], [0, 1], 1, [["contiguous"], ["view", [12]]]),
+    "contiguous-sliced": ([2, 3], [8, 2], 1, [["contiguous"], ["view", [-1]]]),
+    "contiguous-empty": ([2, 0, 3], [1, 1, 2], 0, [["contiguous"]]),
+    "contiguous-0d": ([], [], 3, [["contiguous"]]),
+    "windows-then-contiguous": ([8], [1], 0, [["as_strided", [6, 3], [1, 1], 0], ["contiguous"]]),
+}
+
+
+@pytest.mark.parametrize("name", list(FIXED))
+def test_fixed(student, name):
+    shape, stride, offset, ops = FIXED[name]
+    # no spare storage: the bounds checks are exact
+    oracle.assert_chain(student, oracle.layout(shape, stride, offset), ops, fields=FIELDS, flags=True)
+
+
+@st.composite
+def as_strided_cases(draw):
+    base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True))
+    ops = [draw(as_strided_op(None, base["size"]))]
+    if draw(st.booleans()):
+        ops.append(["contiguous"])
+    return base, ops
+
+
+@pytest.mark.weight(3)
+@examples(60)
+@given(case=as_strided_cases())
+def test_generated_as_strided(student, case):
+    base, ops = case
+    oracle.assert_chain(student, base, ops, fields=FIELDS, flags=True)
+
+
+@pytest.mark.weight(3)
+@examples(60)
+@given(base=layouts(min_dim=0, max_dim=4, zero_strides=True), then_view=st.booleans())
+def test_generated_contiguous(student, base, then_view):
+    ops = [["contiguous"]] + ([["view", [-1]]] if then_view else [])
+    oracle.assert_chain(student, base, ops, fields=FIELDS, flags=True)

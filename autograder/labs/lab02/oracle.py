@@ -1,0 +1,305 @@
+"""lab02 oracles (P0): the same program interpreter as the student side (autograder/labs/lab02/scenarios.py),
+run on torch.autograd, plus comparisons that write learner-readable messages.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, settings
+
+from autograder.labs.lab02 import scenarios as interp
+
+RTOL, ATOL = 1e-6, 1e-9
+
+
+def examples(n: int) -> settings:
+    """Deterministic hypothesis settings for a grader."""
+    return settings(max_examples=n, deadline=None, derandomize=True, database=None, print_blob=False,
+                    suppress_health_check=list(HealthCheck))
+
+
+class TorchAPI:
+    given = False
+
+    def tensor(self, value, requires_grad):
+        return torch.tensor(np.array(value, dtype=np.float64), dtype=torch.float64, requires_grad=requires_grad)
+
+    def numpy(self, t):
+        return interp._safe(t.detach().numpy().copy())
+
+    def grad(self, t):
+        return None if t.grad is None else interp._safe(t.grad.detach().numpy().copy())
+
+    def no_grad(self):
+        return torch.no_grad()
+
+    def is_grad_enabled(self):
+        return torch.is_grad_enabled()
+
+    def binary(self, op, a, b):
+        return interp._binary(op, a, b)
+
+    def full_sum(self, a):
+        return a.sum()
+
+    def node_name(self, node):
+        return type(node).__name__
+
+
+def torch_program(prog):
+    return interp.interpret(TorchAPI(), prog)
+
+
+def call(student, context: str, target: str, *args, **kwargs):
+    """student.run, turning an uncaught learner error into a failure that says where it happened."""
+    try:
+        return student.run(target, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - only StudentError (and subclasses) become failures
+        if any(cls.__name__ == "StudentError" for cls in type(exc).__mro__):
+            # an AssertionError is a learner-side failure for the engine (pytest.fail counts as internal)
+            raise AssertionError(f"{context}: {exc}") from None
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# describing programs to a learner
+
+
+def _operand(x):
+    return x if isinstance(x, str) else repr(float(x))
+
+
+def _fmt_dim(d):
+    return str(d) if isinstance(d, int) else str(tuple(d))
+
+
+def expr(op) -> str:
+    """`name = ...` for a let step, in PyTorch syntax."""
+    name, opname, args = op[1], op[2], op[3:]
+    sym = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@"}
+    if opname in sym:
+        rhs = f"{_operand(args[0])} {sym[opname]} {_operand(args[1])}"
+    elif opname == "neg":
+        rhs = f"-{args[0]}"
+    elif opname == "pow":
+        rhs = f"{args[0]} ** {args[1]}"
+    elif opname in ("sum", "mean"):
+        if args[1] is None:
+            rhs = f"{args[0]}.{opname}()"
+        else:
+            rhs = f"{args[0]}.{opname}({_fmt_dim(args[1])}, keepdim={args[2]})"
+    elif opname in ("reshape", "sum_to_size"):
+        rhs = f"{args[0]}.{opname}{tuple(args[1])}"
+    elif opname == "transpose":
+        rhs = f"{args[0]}.transpose({args[1]}, {args[2]})"
+    elif opname in ("softmax", "log_softmax"):
+        rhs = f"{args[0]}.{opname}({args[1]})"
+    elif opname == "max":
+        rhs = f"{args[0]}.max({args[1]}, keepdim={args[2]}).values"
+    else:
+        rhs = f"{args[0]}.{opname}()"
+    return f"{name} = {rhs}"
+
+
+def describe(prog, upto=None) -> str:
+    """The program as one line of PyTorch, with the inputs' shapes."""
+    ins = ", ".join(f"{n}{'*' if rg else ''} {tuple(np.shape(v))}" for n, v, rg in prog["inputs"])
+    steps = []
+    for i, op in enumerate(prog["ops"]):
+        if upto is not None and i > upto:
+            break
+        kind = op[0]
+        if kind == "let":
+            steps.append(expr(op))
+        elif kind == "backward":
+            args = []
+            if op[2] is not None:
+                args.append(f"gradient of shape {tuple(np.shape(op[2]))}")
+            if op[3]:
+                args.append("retain_graph=True")
+            steps.append(f"{op[1]}.backward({', '.join(args)})")
+        elif kind == "hook":
+            what = "records grad" if op[3] is None else f"returns grad * {op[3]}"
+            steps.append(f"{op[1]}.register_hook(h{op[2]})  # h{op[2]} {what}")
+        elif kind == "remove_hook":
+            steps.append(f"handle_h{op[1]}.remove()")
+        elif kind == "retain_grad":
+            steps.append(f"{op[1]}.retain_grad()")
+        elif kind == "zero_grad":
+            steps.append(f"{op[1]}.grad = None")
+        elif kind == "no_grad_begin":
+            steps.append("enter no_grad()")
+        elif kind == "no_grad_end":
+            steps.append("exit no_grad()")
+        elif kind == "grad_enabled":
+            steps.append("is_grad_enabled()")
+        elif kind == "no_grad_raises":
+            steps.append("a no_grad() block that raises")
+        elif kind == "decorated":
+            steps.append(f"{op[1]} = f({op[2]}) with f decorated by @no_grad() computing {op[2]} * {op[3]}")
+        elif kind == "graph":
+            steps.append(f"inspect {op[1]}.grad_fn")
+    return f"inputs {ins} (* = requires_grad); " + "; ".join(steps)
+
+
+def fmt_index(idx) -> str:
+    return "[" + ", ".join(str(int(i)) for i in idx) + "]"
+
+
+def compare_array(got, want, what, rtol=RTOL, atol=ATOL):
+    """None when got matches want (shape and values), else a message."""
+    if want is None:
+        if got is None:
+            return None
+        return f"{what} should be None (as in torch), got an array of shape {tuple(np.shape(got))}"
+    want = np.asarray(want)
+    if got is None:
+        return f"{what} is None, expected an array of shape {tuple(want.shape)}"
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"{what} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if got.dtype.kind not in "fiub":
+        return f"{what} has dtype {got.dtype}, expected numbers"
+    got = got.astype(np.float64)
+    close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    idx = np.argwhere(~close)[0]
+    return (f"{what} differs from torch at {fmt_index(idx)}: got {got[tuple(idx)]!r}, "
+            f"expected {want[tuple(idx)]!r}")
+
+
+def compare_runs(got, want, prog) -> str | None:
+    """Compare a learner run of `prog` with torch's; None or the first difference, explained."""
+    context = describe(prog)
+    for name, w in want["values"].items():
+        msg = compare_array(got["values"].get(name), w, f"the value of {name}")
+        if msg:
+            return f"For `{context}`: {msg}"
+    for name, w in want["flags"].items():
+        g = got["flags"].get(name)
+        if g != w:
+            fields = ("requires_grad", "is_leaf", "grad_fn is not None")
+            detail = ", ".join(f"{f} should be {a}" for f, a, b in zip(fields, w, g or [None] * 3) if a != b)
+            return f"For `{context}`: {name}: {detail}"
+    if len(got["log"]) != len(want["log"]):
+        return f"For `{context}`: expected {len(want['log'])} events (hook calls, backwards, errors), got {len(got['log'])}"
+    hook_calls = 0
+    for g, w in zip(got["log"], want["log"]):
+        if w[0] == "hook":
+            hook_calls += 1
+        if g[0] != w[0] or (w[0] != "hook" and g[1] != w[1]):
+            return f"For `{context}`: {event_text(w, prog)} expected, but {event_text(g, prog)}"
+        if w[0] == "hook":
+            if g[1] != w[1]:
+                return f"For `{context}`: hook h{w[1]} should run here (call {hook_calls}), but h{g[1]} ran"
+            msg = compare_array(g[2], w[2], f"the gradient passed to hook h{w[1]}")
+            if msg:
+                return f"For `{context}`: {msg}"
+        elif w[0] == "error":
+            if g[2] != w[2]:
+                return f"For `{context}`: at `{step_text(prog, w[1])}` torch raises {w[2]}: {w[3][:120]}; you raised {g[2]}: {g[3][:160]}"
+            msg = _compare_snapshot(g[4], w[4], f"after `{step_text(prog, w[1])}` (which raised)") if len(w) > 4 else None
+            if msg:
+                return f"For `{context}`: {msg}"
+        elif w[0] == "backward":
+            msg = _compare_snapshot(g[2], w[2], f"after `{step_text(prog, w[1])}` (step {w[1] + 1})")
+            if msg:
+                return f"For `{context}`: {msg}"
+        elif w[0] == "grad_enabled":
+            if g[2] != w[2]:
+                return f"For `{context}`: is_grad_enabled() should be {w[2]} at step {w[1] + 1}, got {g[2]}"
+        elif w[0] == "graph":
+            if g[2] != w[2]:
+                return f"For `{context}`: the graph behind {prog['ops'][w[1]][1]} differs from torch's: {graph_diff(g[2], w[2])}"
+    return None
+
+
+def step_text(prog, i):
+    return describe({"inputs": [], "ops": [prog["ops"][i]]}).split("; ", 1)[1]
+
+
+def event_text(e, prog):
+    if e[0] == "hook":
+        return f"a call of hook h{e[1]}"
+    if e[0] == "error":
+        return f"`{step_text(prog, e[1])}` raised {e[2]}: {e[3][:160]}"
+    if e[0] == "backward":
+        return f"`{step_text(prog, e[1])}` completing"
+    if e[0] in ("hooked", "retained"):
+        return f"`{step_text(prog, e[1])}` succeeding"
+    return f"{e[0]} at step {e[1] + 1}"
+
+
+def _compare_snapshot(g, w, when):
+    for name, want in w["grads"].items():
+        msg = compare_array(g["grads"].get(name), want, f"{name}.grad {when}")
+        if msg:
+            return msg.replace(f"{name}.grad {when} differs", f"{name}.grad (d/d{name}) {when} differs")
+    for name, want in w["retained"].items():
+        msg = compare_array(g["retained"].get(name), want, f"{name}.grad (retained) {when}")
+        if msg:
+            return msg
+    return None
+
+
+def graph_diff(got, want):
+    def show(rows):
+        return "; ".join(f"{i}: {label} -> {['None' if c < 0 else c for c in kids]}" for i, (label, kids) in enumerate(rows))
+    return f"got [{show(got)}], expected [{show(want)}] (nodes in breadth-first order from grad_fn, edges to node numbers)"
+
+
+def check_program(student, prog, target="lab02.scenarios:program"):
+    """Run prog on both sides and fail with a readable message when they differ."""
+    want = torch_program(prog)
+    got = call(student, f"For `{describe(prog)}`", target, prog)
+    msg = compare_runs(got, want, prog)
+    assert msg is None, msg
+
+
+def check_generated(student, prog):
+    """A hypothesis-generated program: skip unusable ones (non-finite values, ties), compare with torch."""
+    from hypothesis import assume
+    want = torch_program(prog)
+    assume(usable(prog, want))
+    got = call(student, f"For `{describe(prog)}`", "lab02.scenarios:program", prog)
+    msg = compare_runs(got, want, prog)
+    assert msg is None, msg
+
+
+def finite(result) -> bool:
+    """All values and gradients of a torch run are finite and of moderate size."""
+    arrays = list(result["values"].values())
+    for e in result["log"]:
+        if e[0] in ("backward", "error"):
+            snap = e[2] if e[0] == "backward" else e[4]
+            arrays += [a for a in snap["grads"].values() if a is not None]
+    arrays = [np.asarray(a) for a in arrays]
+    return all(np.all(np.isfinite(a)) and np.all(np.abs(a) < 1e6) for a in arrays if a.dtype.kind == "f")
+
+
+def numel(shape) -> int:
+    return math.prod(shape)
+
+
+def usable(prog, want) -> bool:
+    """A generated program is a fair test: finite, moderate values, and no ties under a max."""
+    if not finite(want):
+        return False
+    arrays = {n: np.asarray(v, dtype=np.float64) for n, v, _ in prog["inputs"]}
+    arrays.update({n: np.asarray(v) for n, v in want["values"].items()})
+    for op in prog["ops"]:
+        if op[0] == "let" and op[2] == "max":
+            x = np.sort(arrays[op[3]], axis=op[4])
+            if x.shape[op[4]] > 1:
+                gap = np.diff(np.take(x, [-2, -1], axis=op[4]), axis=op[4])
+                if np.any(gap < 1e-6):
+                    return False
+        if op[0] == "let" and op[2] == "relu":
+            if np.any(np.abs(arrays[op[3]]) < 1e-9) and not np.all(arrays[op[3]] == 0):
+                return False
+    return True
+
+# IPT-CANARY lab02 oracle.py: hidden grading text, never shown to learners

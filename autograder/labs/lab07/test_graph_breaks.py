@@ -1,0 +1,69 @@
+"""Part `graph_breaks`: a recording backend, a graph-break report checked against torch._dynamo.explain, and
+three rewrites that compile with fullgraph=True."""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.labs.lab07 import oracle
+
+
+def x_for(seed, shape=(12,), shift=0.0):
+    return (np.random.default_rng(seed).standard_normal(shape) + shift).astype(np.float32)
+
+
+def eager(fn, x):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(torch.from_numpy(x.copy())).numpy()
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("name,seed", [("gb_clean", 10), ("gb_print_middle", 11), ("gb_branch", 13), ("gb_helper", 17)])
+def test_recording_backend(student, name, seed):
+    x = x_for(seed)
+    got, want = student.run("recording", name, x), oracle.explain(name, x)
+    assert got["graphs"] == want["graphs"], (
+        f"compiling {name} with a fresh RecordingBackend: Dynamo hands it {want['graphs']} graph(s), your backend recorded {got['graphs']}")
+    assert got["ops"] == want["ops"], f"{name}: the recorded graphs should have {want['ops']} call_function nodes, got {got['ops']}"
+    assert all(t == "GraphModule" or t.endswith("GraphModule") for t in got["types"]), f"{name}: record the fx.GraphModule itself, got {got['types']}"
+    oracle.close(got["out"], eager(oracle.shared.BREAK_FUNCTIONS[name], x), f"{name} compiled with your RecordingBackend")
+
+
+def test_classify_real_reasons(student):
+    reasons = []
+    for seed, name in enumerate(oracle.shared.BREAK_FUNCTIONS, start=10):
+        reasons += oracle.explain(name, x_for(seed))["reasons"]
+    reasons += ["Dynamo does not know how to trace builtin operator `len`", "generic_jump TensorVariable()",
+                "Unsupported Tensor.item() call with capture_scalar_outputs=False", "Call to `torch._dynamo.graph_break()`",
+                "Attempted to call function marked as skipped", "data-dependent branching"]
+    got = student.run("classify", reasons)
+    want = [oracle.classify(r) for r in reasons]
+    wrong = [(r.splitlines()[0][:70], g, w) for r, g, w in zip(reasons, got, want) if g != w]
+    assert not wrong, f"classify_break: {len(wrong)} of {len(reasons)} reasons misclassified, e.g. {wrong[0][0]!r} gave {wrong[0][1]!r}, expected {wrong[0][2]!r}"
+
+
+@pytest.mark.weight(3)
+@pytest.mark.parametrize("name,seed", [("gb_clean", 10), ("gb_print_middle", 11), ("gb_two_prints", 12), ("gb_branch", 13),
+                                       ("gb_item", 14), ("gb_explicit", 15), ("gb_print_first", 16), ("gb_helper", 17)])
+def test_analyze_graph_breaks(student, name, seed):
+    x = x_for(seed)
+    got, want = student.run("analyze", name, x), oracle.explain(name, x)
+    for key in ("graphs", "ops", "breaks"):
+        assert got[key] == want[key], f"analyze_graph_breaks({name}): {key} should be {want[key]}, got {got[key]}"
+    assert got["reasons"] == want["categories"], f"analyze_graph_breaks({name}): reasons should be {want['categories']}, got {got['reasons']}"
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("name", ["branchy_fixed", "scaled_fixed", "logged_fixed"])
+def test_rewrites_compile_as_one_graph(student, name):
+    original = getattr(oracle, name.replace("_fixed", ""))
+    for seed, shift in [(20, 1.0), (21, -1.0), (22, 0.0)]:
+        x = x_for(seed, (3, 7), shift)
+        got = student.run("fixed", name, x)
+        assert "error" not in got, f"torch.compile({name}, fullgraph=True) failed: {got.get('error')}: {got.get('message')}"
+        assert got["graphs"] == 1, f"{name} should compile to one graph, got {got['graphs']}"
+        oracle.close(got["out"], eager(original, x), f"{name} on an input with mean {shift:+.0f}: it should return what {name[:-6]} returns")
+
+# IPT-CANARY lab07 test_graph_breaks.py: hidden grading text, never shown to learners
