@@ -25,6 +25,25 @@ def main(argv=None) -> int:
     s.add_argument("labs", nargs="*", help="lab ids (default: all)")
     s.add_argument("-j", "--jobs", type=int, default=2)
     s.add_argument("--sandbox", default="auto")
+    s.add_argument("--quick", action="store_true", help="CI's proof: a fixed sample of the mutants (IPT_SELFTEST=quick)")
+
+    t = sub.add_parser("try", help="grade one variant of a lab and print every part's score and failures")
+    t.add_argument("lab")
+    t.add_argument("notebook", nargs="?", default="reference", help="reference, stub, or a path to a notebook")
+    t.add_argument("--parts", default="", help="comma-separated part ids (default: every part)")
+    t.add_argument("--mutant", help="a hand-written mutant's name, or a machine mutant's id")
+    t.add_argument("--attempt", help="an adversarial attempt's name")
+    t.add_argument("--twin", action="store_true", help="with --attempt: grade its honest twin instead")
+    t.add_argument("--sandbox", default="auto")
+
+    m = sub.add_parser("mutation", help="machine-made mutants of a lab's solution, graded through the real grader")
+    m.add_argument("lab")
+    m.add_argument("--list", action="store_true", help="list the mutants (id, line, change) without grading")
+    m.add_argument("--run", action="store_true", help="grade them (the default when --list is not given)")
+    m.add_argument("--limit", type=int, help="grade a fixed sample of this many")
+    m.add_argument("--ids", default="", help="comma-separated mutant ids")
+    m.add_argument("--survivors", action="store_true", help="regrade only the survivors of the last run")
+    m.add_argument("-j", "--jobs", type=int, default=2)
 
     n = sub.add_parser("nbgrader-grade", help="grade an nbgrader course's collected submissions into its gradebook")
     n.add_argument("lab")
@@ -39,6 +58,13 @@ def main(argv=None) -> int:
     b.add_argument("--rounds", type=int, default=2)
 
     args = parser.parse_args(argv)
+    if args.command == "try":
+        return commands.try_variant(args.lab, args.notebook, [p for p in args.parts.split(",") if p], args.mutant,
+                                    args.attempt, args.twin, args.sandbox)
+    if args.command == "mutation":
+        from autograder.engine import mutation
+        return mutation.main(args.lab, args.list, args.limit, [i for i in args.ids.split(",") if i], args.jobs,
+                             args.survivors)
     if args.command == "bench-grader":
         from autograder import bench
         return bench.run(args.lab, args.rounds)
@@ -48,7 +74,7 @@ def main(argv=None) -> int:
         return commands.nbgrader_grade(args.lab, args.course)
     if args.command == "grade":
         return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force)
-    return commands.selftest(args.labs, args.jobs, args.sandbox)
+    return commands.selftest(args.labs, args.jobs, args.sandbox, args.quick or None)
 
 
 if __name__ == "__main__":

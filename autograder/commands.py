@@ -110,9 +110,66 @@ def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: st
     return 0
 
 
-def selftest(labs: list[str], jobs: int, sandbox: str) -> int:
+def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None) -> int:
     chosen = [lab_paths(lab).lab for lab in labs] or [p.lab for p in all_labs()]
-    return max((selftest_mod.run(lab, jobs, sandbox) for lab in chosen), default=0)
+    return max((selftest_mod.run(lab, jobs, sandbox, quick) for lab in chosen), default=0)
+
+
+def try_variant(lab: str, which: str, parts: list[str], mutant: str | None, attempt: str | None, twin: bool,
+                sandbox: str) -> int:
+    """Grade one variant (reference, stub, a notebook, a mutant, an attempt or its twin) and print it all."""
+    import nbformat
+
+    from autograder.authoring.generate import solution_notebook
+    from autograder.engine import mutation, variants
+    from autograder.engine.pipeline import Options
+    from autograder.engine.pipeline import grade as grade_one
+    paths = lab_paths(lab)
+    folder = build_dir("try", paths.lab)
+    if mutant:
+        hand = {m["name"]: m for m in variants.hand_mutants(paths)}
+        text = paths.solution.read_text()
+        if mutant in hand:
+            nb = solution_notebook(text.replace(hand[mutant]["find"], hand[mutant]["replace"]))
+        else:
+            found = [m for m in mutation.generate(text) if m.id == mutant]
+            if not found:
+                console.print(f"no hand-written mutant or machine mutant id {mutant!r}")
+                return 2
+            console.print(found[0].describe(), markup=False)
+            nb = mutation.notebook(paths, found[0])
+    elif attempt:
+        found = [a for a in variants.attempts(paths) if a.name == attempt]
+        if not found:
+            console.print(f"no adversarial attempt {attempt!r}")
+            return 2
+        nb = (variants.twin_notebook if twin else variants.attempt_notebook)(paths, found[0])
+    elif which == "reference":
+        nb = variants.reference(paths)
+    elif which == "stub":
+        nb = variants.stub(paths)
+    else:
+        nb = None
+    if nb is not None:
+        path = folder / "variant.ipynb"
+        path.write_text(nbformat.writes(nb))
+    else:
+        path = Path(which)
+    result = grade_one(paths, path, folder / "result", Options(sandbox, parts=tuple(parts)))
+    for part in result.parts:
+        if parts and part.id not in parts:
+            continue
+        console.print(f"[bold]{part.id}[/]: {part.score:g}/{part.points:g} ({part.passed}/{part.total} tests)")
+        for failure in part.failures:
+            console.print(f"    - {failure}", markup=False)
+        for line in part.internal:
+            console.print(f"    [red]internal[/] {line[:1500]}", markup=False)
+    for note in result.notes:
+        console.print(f"note: {note[:500]}", markup=False)
+    if result.error:
+        console.print(f"[red]grading error[/]: {result.error[:3000]}", markup=False)
+    console.print(f"total {result.score:g}/{result.max_score:g} in {result.seconds:.1f} s")
+    return 0
 
 
 def nbgrader_grade(lab: str, course: Path) -> int:

@@ -28,6 +28,7 @@ GRADER_INI = AUTOGRADER / "engine" / "grader.ini"
 class Options:
     sandbox: str = "auto"
     stop_at_first_failure: bool = False  # mutant runs: any lost point is enough
+    parts: tuple[str, ...] = ()  # only these parts' graders (authoring runs); empty = every part
 
 
 @dataclass
@@ -119,12 +120,13 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
     }
     (workdir / "job.json").write_text(json.dumps(job))
-    cmd = [sys.executable, "-m", "pytest", str(paths.graders), "-p", "autograder.engine.plugin",
+    targets = [str(paths.graders / f"test_{part}.py") for part in options.parts] or [str(paths.graders)]
+    cmd = [sys.executable, "-m", "pytest", *targets, "-p", "autograder.engine.plugin",
            f"--ipt-job={workdir / 'job.json'}", "-c", str(GRADER_INI), "--rootdir", str(paths.graders),
            "-q", "--no-header", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
     if options.stop_at_first_failure:
         cmd.append("-x")
-    modules = len(list(paths.graders.glob("test_*.py")))
+    modules = len(options.parts) or len(list(paths.graders.glob("test_*.py")))
     limit = modules * (job["module_budget"] + 30) + 120
     env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")]),
            "PYTHONHASHSEED": "0"}

@@ -74,6 +74,24 @@ def student():
             _session["output"].append(handle.output)
 
 
+@pytest.fixture(scope="module")
+def clean_room():
+    """A confined process like `student`, but with none of the learner's cells loaded: P0's own sandbox
+    for running an artifact the learner produced (generated C or Python source) on inputs P0 chooses,
+    where nothing of the learner's Python has run first. `clean_room.run("labNN.scenarios:fn", ...)`
+    calls `fn(empty_module, ...)`."""
+    limits = sandbox.Limits(**_job.get("limits", {}))
+    spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"),
+                               tuple(_job.get("preload", ())))
+    handle = Student(spec, [], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
+                     module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
+                     skipped={}, zygote=_zygote(spec))
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     handle = getattr(item, "funcargs", {}).get("student")

@@ -1,10 +1,22 @@
 """`python -m autograder selftest labNN`: proof that a lab's graders grade.
 
-reference = full marks (twice, identical outcomes), released stub = zero on every part, every
-seeded mutant loses points. Prints a table and the kill rate; returns non-zero on any failure.
+- the reference scores full marks (twice, identical outcomes); the released stub scores zero;
+- every hand-written mutant loses points (quick mode: a fixed sample);
+- a fixed sample of machine-made mutants (cosmic-ray operators over the solution regions) loses points,
+  unless listed as equivalent (the exhaustive run is `python -m autograder mutation labNN --run`);
+- every adversarial attempt scores at most its honest twin, part by part;
+- the edge-domain catalogue names only hidden tests that exist; the differential fuzzer of the
+  reference against PyTorch agrees (a small budget; `make fuzz` runs a large one);
+- nothing a learner sees (feedback.md, results.json) leaks hidden text.
+Prints a table and one summary line per lab; returns non-zero on any failure.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import subprocess
+import sys
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,32 +28,48 @@ from rich.console import Console
 from rich.table import Table
 
 from autograder.authoring.generate import render, solution_notebook, student_notebook
+from autograder.engine import mutation, variants
 from autograder.engine.pipeline import GradeResult, Options, grade
-from autograder.paths import LabPaths, build_dir, lab_paths
+from autograder.paths import REPO, LabPaths, build_dir, lab_paths, project_env
+
+QUICK_HAND, QUICK_MACHINE, FULL_MACHINE = 6, 4, 24
+QUICK_FUZZ, FULL_FUZZ = 40, 400
 
 
 @dataclass
 class Case:
     name: str
     notebook: Path
-    expect: str  # "full", "zero", "loses"
+    expect: str  # "full", "zero", "loses", "attempt", "twin"
     description: str = ""
     options: Options = Options()
+    twin: str = ""  # for an attempt: the name of its twin case
 
 
 def load_mutants(paths: LabPaths) -> list[dict]:
-    if not paths.mutants.exists():
-        return []
-    return tomllib.loads(paths.mutants.read_text()).get("mutant", [])
+    return variants.hand_mutants(paths)
 
 
-def prepare(paths: LabPaths, sandbox: str) -> tuple[list[Case], list[str]]:
-    """Write the reference, stub and mutant notebooks; return the cases and any setup problems."""
+def _write(folder: Path, name: str, nb) -> Path:
+    path = folder / f"{name}.ipynb"
+    text = nbformat.writes(nb)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def _sample_names(names: list[str], count: int) -> set[str]:
+    """A fixed spread of hand-written mutants: the same on every run and machine."""
+    ranked = sorted(names, key=lambda n: hashlib.sha1(n.encode()).hexdigest())
+    return set(ranked[:count])
+
+
+def prepare(paths: LabPaths, sandbox: str, quick: bool = False) -> tuple[list[Case], list[str]]:
+    """Write the reference, stub, mutant and attempt notebooks; return the cases and any setup problems."""
     text = paths.solution.read_text()
     folder = build_dir("selftest", paths.lab)
     problems = []
-    reference = folder / "reference.ipynb"
-    reference.write_text(render(solution_notebook(text)))
+    reference = _write(folder, "reference", solution_notebook(text))
     if not paths.release_notebook.exists() or paths.release_notebook.read_text() != render(student_notebook(text)):
         problems.append(f"{paths.release_notebook.name} is stale or missing: run `make labs`")
     cases = [Case("reference", reference, "full", options=Options(sandbox)),
@@ -49,12 +77,14 @@ def prepare(paths: LabPaths, sandbox: str) -> tuple[list[Case], list[str]]:
              Case("released stub", paths.release_notebook, "zero", options=Options(sandbox))]
     release_nb = read_notebook(paths.release_notebook) if paths.release_notebook.exists() else None
     ref_cells = assemble(release_nb, read_notebook(reference)).cells if release_nb else None
-    names = set()
-    for mutant in load_mutants(paths):
+
+    mutants = load_mutants(paths)
+    names = [m.get("name", "?") for m in mutants]
+    chosen = _sample_names(names, QUICK_HAND) if quick else set(names)
+    for name in {n for n in names if names.count(n) > 1}:
+        problems.append(f"mutant {name!r} is listed twice")
+    for mutant in mutants:
         name = mutant.get("name", "?")
-        if name in names:
-            problems.append(f"mutant {name!r} is listed twice")
-        names.add(name)
         count = text.count(mutant.get("find", "\0"))
         if count != 1:
             problems.append(f"mutant {name!r}: its `find` text occurs {count} times in {paths.solution.name} (must be once)")
@@ -63,13 +93,30 @@ def prepare(paths: LabPaths, sandbox: str) -> tuple[list[Case], list[str]]:
         if release_nb and assemble(release_nb, nb).cells == ref_cells:
             problems.append(f"mutant {name!r} changes no graded (exported solution) code")
             continue
-        path = folder / f"mutant-{name}.ipynb"
-        path.write_text(nbformat.writes(nb))
-        cases.append(Case(f"mutant {name}", path, "loses", mutant.get("description", ""), Options(sandbox, True)))
+        if name in chosen:
+            cases.append(Case(f"mutant {name}", _write(folder, f"mutant-{name}", nb), "loses",
+                              mutant.get("description", ""), Options(sandbox, True)))
+
+    machine = mutation.generate(text)
+    equivalent = variants.equivalents(paths)
+    for m in mutation.sample(machine, QUICK_MACHINE if quick else FULL_MACHINE, skip=set(equivalent)):
+        cases.append(Case(f"machine {m.id}", _write(folder, f"machine-{m.id}", mutation.notebook(paths, m)), "loses",
+                          m.describe(), Options(sandbox, True)))
+
+    for attempt in variants.attempts(paths):
+        trouble = variants.attempt_problems(paths, attempt)
+        if trouble:
+            problems += trouble
+            continue
+        twin = f"twin of {attempt.name}"
+        cases.append(Case(f"attempt {attempt.name}", _write(folder, f"attempt-{attempt.name}", variants.attempt_notebook(paths, attempt)),
+                          "attempt", f"{attempt.kind}: {attempt.description}", Options(sandbox), twin))
+        cases.append(Case(twin, _write(folder, f"twin-{attempt.name}", variants.twin_notebook(paths, attempt)), "twin",
+                          options=Options(sandbox)))
     return cases, problems
 
 
-def verdict(case: Case, result: GradeResult) -> str | None:
+def verdict(case: Case, result: GradeResult, twin: GradeResult | None = None) -> str | None:
     """None when the case behaved as required, else what went wrong."""
     if result.error:
         return f"grading error: {result.error.splitlines()[0]}"
@@ -80,36 +127,102 @@ def verdict(case: Case, result: GradeResult) -> str | None:
         return "stub earned points in " + ", ".join(p.id for p in result.parts if p.score)
     if case.expect == "loses" and result.score >= result.max_score:
         return "mutant survived (full marks)"
+    if case.expect == "attempt" and twin is not None:
+        if twin.error:
+            return f"its twin could not be graded: {twin.error.splitlines()[0]}"
+        above = [f"{p.id} {p.score:g} > {t.score:g}" for p, t in zip(result.parts, twin.parts, strict=True)
+                 if p.score > t.score + 1e-9]
+        if above:
+            return "scored above its honest twin in " + ", ".join(above)
     return None
 
 
 def feedback_leaks(paths: LabPaths, out: Path) -> list[str]:
     """What learners see (feedback.md, results.json) must hold no canary and no hidden grader text.
-    Solution lines are not checked here: a mutant's feedback quotes its own (solution-like) code."""
+    Solution lines are not checked here: a mutant's feedback quotes its own (solution-like) code, and
+    an adversarial attempt's feedback quotes its own cheat."""
     from autograder.authoring.leakscan import Patterns, scan
     files = sorted(out.rglob("feedback.md")) + sorted(out.rglob("results.json"))
+    allowed = ("mutants.toml", "adversarial.toml")
     leaks = [leak for leak in scan(files, Patterns.from_repo(paths.root), paths.root)
-             if leak.kind != "solution" and "mutants.toml" not in leak.origin]  # a mutant quoting itself
+             if leak.kind != "solution" and not any(a in leak.origin for a in allowed)]
     return [f"feedback leaks hidden text: {leak}" for leak in leaks[:10]]
 
 
-def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto") -> int:
-    paths = lab_paths(lab)
-    console = Console(highlight=False)
-    cases, problems = prepare(paths, sandbox)
-    out = build_dir("selftest", paths.lab, "results")
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        graded = list(pool.map(lambda c: grade(paths, c.notebook, out / c.notebook.stem / c.name.replace(" ", "_"), c.options), cases))
+def catalogue_problems(paths: LabPaths) -> tuple[int, list[str]]:
+    """Every class in catalogue.toml names hidden tests that exist. Returns (classes, problems)."""
+    if not paths.catalogue.exists():
+        return 0, []
+    classes = tomllib.loads(paths.catalogue.read_text()).get("case_class", [])
+    problems = []
+    for entry in classes:
+        tests = entry.get("tests", [])
+        if not tests:
+            problems.append(f"catalogue class {entry.get('name')!r} names no test")
+        for test in tests:
+            file, _, func = test.partition("::")
+            source = paths.hidden / file
+            if not source.exists() or not re.search(rf"^\s*(async\s+)?def {re.escape(func.split('[')[0])}\(",
+                                                    source.read_text(), re.M):
+                problems.append(f"catalogue class {entry.get('name')!r} names a missing test {test}")
+    return len(classes), problems
 
-    table = Table(title=f"selftest {paths.lab}")
+
+def run_fuzz(paths: LabPaths, examples: int) -> tuple[int, str | None]:
+    """The lab's differential fuzzer (reference vs PyTorch) in a P0 subprocess: (cases run, failure)."""
+    if not (paths.hidden / "fuzz.py").exists():
+        return 0, None
+    code = f"from autograder.labs.{paths.lab} import fuzz; print('FUZZ-CASES', fuzz.run({examples}))"
+    env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return 0, "the fuzzer did not finish in 600 s"
+    found = re.search(r"FUZZ-CASES (\d+)", proc.stdout)
+    if proc.returncode != 0 or not found:
+        return 0, f"the fuzzer found a disagreement or failed:\n{(proc.stdout + proc.stderr)[-2000:]}"
+    return int(found.group(1)), None
+
+
+def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> list[GradeResult]:
+    """Grade every case; notebooks with identical text and options are graded once."""
+    keys = [(hashlib.sha256(c.notebook.read_bytes()).hexdigest(), c.options) for c in cases]
+    unique: dict = {}
+    for key, case in zip(keys, cases, strict=True):
+        unique.setdefault(key, case)
+    order = list(unique.items())
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        graded = list(pool.map(lambda kc: grade(paths, kc[1].notebook, out / kc[1].notebook.stem / kc[1].name.replace(" ", "_"), kc[1].options), order))
+    by_key = {key: result for (key, _), result in zip(order, graded, strict=True)}
+    # the determinism check needs two real gradings of the reference
+    results = [by_key[k] for k in keys]
+    if cases[0].notebook == cases[1].notebook:
+        results[1] = grade(paths, cases[1].notebook, out / "reference" / "again", cases[1].options)
+    return results
+
+
+def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool | None = None) -> int:
+    paths = lab_paths(lab)
+    if quick is None:
+        quick = os.environ.get("IPT_SELFTEST", "").lower() == "quick"
+    console = Console(highlight=False, width=160)
+    cases, problems = prepare(paths, sandbox, quick)
+    out = build_dir("selftest", paths.lab, "results")
+    graded = _dedupe_grade(paths, cases, out, jobs)
+    by_name = {c.name: r for c, r in zip(cases, graded, strict=True)}
+
+    table = Table(title=f"selftest {paths.lab}" + (" (quick)" if quick else ""))
     for column in ("submission", "score", "expected", "verdict", "seconds"):
         table.add_column(column)
     failures = list(problems)
-    for case, result in zip(cases, graded):
-        bad = verdict(case, result)
+    verdicts = {}
+    for case, result in zip(cases, graded, strict=True):
+        bad = verdict(case, result, by_name.get(case.twin))
+        verdicts[case.name] = bad
         if bad:
             failures.append(f"{case.name}: {bad}")
-        table.add_row(case.name, f"{result.score:g}/{result.max_score:g}", case.expect,
+        expected = {"attempt": "<= twin", "twin": "(honest)"}.get(case.expect, case.expect)
+        table.add_row(case.name, f"{result.score:g}/{result.max_score:g}", expected,
                       "[green]ok[/]" if not bad else f"[red]{bad}[/]", f"{result.seconds:.1f}")
     console.print(table)
 
@@ -117,12 +230,28 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto") -> int:
     if [(p.id, p.score, p.failures) for p in first.parts] != [(p.id, p.score, p.failures) for p in second.parts]:
         failures.append("two gradings of the reference differ: grading is not deterministic")
     failures += feedback_leaks(paths, out)
-    mutants = [(c, r) for c, r in zip(cases, graded) if c.expect == "loses"]
-    caught = sum(1 for c, r in mutants if verdict(c, r) is None)
-    if len(load_mutants(paths)) < 10:
-        failures.append(f"only {len(load_mutants(paths))} mutants; every lab needs at least ten")
-    rate = 100 * caught / len(mutants) if mutants else 0
-    console.print(f"mutants caught: {caught}/{len(mutants)} (kill rate {rate:.0f}%)")
+    hand_total = len(load_mutants(paths))
+    if hand_total < 10:
+        failures.append(f"only {hand_total} mutants; every lab needs at least ten")
+    hand = [c for c in cases if c.name.startswith("mutant ")]
+    machine = [c for c in cases if c.name.startswith("machine ")]
+    attempts = [c for c in cases if c.expect == "attempt"]
+    classes, trouble = catalogue_problems(paths)
+    failures += trouble
+    fuzz_cases, fuzz_failure = run_fuzz(paths, QUICK_FUZZ if quick else FULL_FUZZ)
+    if fuzz_failure:
+        failures.append(fuzz_failure)
+    generated = len(mutation.generate(paths.solution.read_text()))
+
+    def caught(group):
+        return sum(1 for c in group if verdicts[c.name] is None)
+
+    console.print(f"mutants caught: {caught(hand)}/{len(hand)} hand-written"
+                  + (f" (sample of {hand_total})" if len(hand) < hand_total else "")
+                  + f"; machine: {generated} generated, {len(variants.equivalents(paths))} equivalent, "
+                  f"{caught(machine)}/{len(machine)} of a fixed sample killed")
+    console.print(f"adversarial attempts held: {caught(attempts)}/{len(attempts)}; catalogue classes: {classes}; "
+                  f"fuzz cases vs PyTorch: {fuzz_cases}")
     console.print(f"sandbox level: {first.level}")
     for m in first.measurements:
         console.print(f"measured on the reference: {m['name']}: {m['value']:.3g}{m['unit']}")

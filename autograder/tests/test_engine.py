@@ -211,6 +211,62 @@ def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, ca
     assert out.count("FAIL") == 1
 
 
+def test_an_attempt_scoring_above_its_honest_twin_fails_the_selftest(toy, capsys):
+    from autograder.engine import selftest
+    attempts = toy.hidden / "adversarial.toml"
+    attempts.write_text('''
+[[attempt]]
+name = "constant_sum"
+kind = "hard-coded"
+description = "returns a constant: must not beat the stub"
+base = "stub"
+[attempt.cells]
+add_impl = "def add(a, b):\\n    return [3, 5]"
+
+[[attempt]]
+name = "honest_but_listed"
+kind = "degenerate"
+description = "an honest add listed as a cheat: it scores above its twin (the stub), which the selftest reports"
+base = "stub"
+[attempt.cells]
+add_impl = "import numpy as np\\ndef add(a, b):\\n    return np.asarray(a) + np.asarray(b)"
+''')
+    try:
+        assert selftest.run(toy, jobs=2, quick=True) == 1
+    finally:
+        attempts.unlink()
+    out = capsys.readouterr().out
+    assert "adversarial attempts held: 1/2" in out, out
+    assert "attempt honest_but_listed: scored above its honest twin in add" in " ".join(out.split()), out
+
+
+def test_catalogue_names_only_existing_tests(toy):
+    from autograder.engine import selftest
+    toy.catalogue.write_text('''
+[[case_class]]
+name = "negative numbers"
+functions = ["add"]
+tests = ["test_add.py::test_add_negative_numbers_that_do_not_exist", "test_add.py::test_small"]
+''')
+    try:
+        classes, problems = selftest.catalogue_problems(toy)
+    finally:
+        toy.catalogue.unlink()
+    assert classes == 1 and len(problems) == 1 and "test_add_negative_numbers_that_do_not_exist" in problems[0], problems
+
+
+def test_machine_mutants_stay_inside_solution_regions_and_have_stable_ids(toy):
+    from autograder.engine import mutation
+    text = toy.solution.read_text()
+    mutants = mutation.generate(text)
+    assert mutants, "no machine mutant generated for the toy lab"
+    inside = mutation.solution_lines(text)
+    assert all(m.line in inside for m in mutants)
+    assert len({m.id for m in mutants}) == len(mutants)
+    shifted = "# a comment line that moves every line down\n" + text
+    assert {m.id for m in mutation.generate(shifted)} == {m.id for m in mutants}
+
+
 def test_batch_grading_writes_a_class_table_and_resumes(toy, tmp_path, capsys):
     from autograder import commands
     folder = tmp_path / "subs"

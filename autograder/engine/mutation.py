@@ -1,0 +1,208 @@
+"""Machine-made mutants: cosmic-ray's mutation operators applied to a lab's solution regions.
+
+`python -m autograder mutation labNN --list` lists them; `--run` grades each through the real grader
+(stopping at the first lost point) and reports which survive. A survivor is triaged by a test that kills
+it, or by an entry in the lab's `equivalents.toml` (`[[equivalent]] id = ... reason = ...`).
+
+A mutant's id is a hash of the operator and of the line before and after the change (plus an index
+among identical lines), so it survives edits elsewhere in the solution.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from autograder.paths import LabPaths, build_dir
+
+# A classic, compact operator set (the full cosmic-ray catalogue replaces every binary operator by
+# every other one: thousands of mostly redundant mutants per lab).
+OPERATORS = [
+    *(f"core/ReplaceBinaryOperator_{a}_{b}" for a, b in [
+        ("Add", "Sub"), ("Sub", "Add"), ("Mul", "Div"), ("Div", "Mul"), ("Mul", "Add"), ("Add", "Mul"),
+        ("FloorDiv", "Div"), ("Div", "FloorDiv"), ("Mod", "FloorDiv"), ("Pow", "Mul"), ("FloorDiv", "Mul")]),
+    *(f"core/ReplaceComparisonOperator_{a}_{b}" for a, b in [
+        ("Lt", "LtE"), ("LtE", "Lt"), ("Gt", "GtE"), ("GtE", "Gt"), ("Eq", "NotEq"), ("NotEq", "Eq"),
+        ("Is", "IsNot"), ("IsNot", "Is"), ("Lt", "Gt"), ("Gt", "Lt")]),
+    "core/AddNot", "core/ReplaceTrueWithFalse", "core/ReplaceFalseWithTrue", "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd", "core/ReplaceBreakWithContinue", "core/ReplaceContinueWithBreak",
+    "core/NumberReplacer", "core/ZeroIterationForLoop", "core/ReplaceUnaryOperator_USub_UAdd",
+    "core/ExceptionReplacer",
+]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+@dataclass
+class MachineMutant:
+    id: str
+    operator: str
+    line: int          # 1-based line in the solution source
+    before: str
+    after: str
+    source: str        # the whole mutated solution source
+
+    def describe(self) -> str:
+        return f"{self.id} L{self.line} {self.operator.removeprefix('core/')}: {self.before.strip()} -> {self.after.strip()}"
+
+
+def solution_lines(text: str) -> set[int]:
+    """1-based numbers of the lines inside solution regions."""
+    inside, lines = False, set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if BEGIN in line:
+            inside = True
+        elif END in line:
+            inside = False
+        elif inside and line.strip() and not line.lstrip().startswith("#"):
+            lines.add(number)
+    return lines
+
+
+def _chunks(text: str) -> list[tuple[int, str]]:
+    """The solution source cut at its jupytext cell markers: (first line number - 1, chunk text).
+    Each chunk is valid Python on its own, and mutating one chunk at a time keeps generation fast."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")] or [0]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    return [(a, "".join(lines[a:b])) for a, b in zip(starts, [*starts[1:], len(lines)])]
+
+
+def generate(text: str) -> list[MachineMutant]:
+    """Every mutant of the curated operators whose change lies inside a solution region."""
+    from cosmic_ray.ast import ast_nodes, get_ast
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    allowed = solution_lines(text)
+    original = text.splitlines()
+    operators = [(name, get_operator(name)()) for name in OPERATORS]
+    mutants, seen = [], {}
+    for offset, chunk in _chunks(text):
+        count = chunk.count("\n") + 1
+        if not any(offset + i in allowed for i in range(1, count + 1)):
+            continue
+        nodes = list(ast_nodes(get_ast(chunk)))
+        for name, operator in operators:
+            occurrence = 0
+            for node in nodes:
+                for (start, _end) in operator.mutation_positions(node):
+                    index, occurrence = occurrence, occurrence + 1
+                    if offset + start[0] not in allowed:
+                        continue
+                    mutated_chunk = mutate_code(chunk, operator, index)
+                    if mutated_chunk is None or mutated_chunk == chunk:
+                        continue
+                    old, new = chunk.splitlines(), mutated_chunk.splitlines()
+                    changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+                    if len(new) != len(old) or not changed or any(offset + i + 1 not in allowed for i in changed):
+                        continue
+                    lines = list(original)
+                    for i in changed:
+                        lines[offset + i] = new[i]
+                    before = "\n".join(old[i] for i in changed)
+                    after = "\n".join(new[i] for i in changed)
+                    key = f"{name}|{before.strip()}|{after.strip()}"
+                    seen[key] = seen.get(key, 0) + 1
+                    digest = hashlib.sha1(f"{key}|{seen[key]}".encode()).hexdigest()[:10]
+                    source = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+                    mutants.append(MachineMutant(digest, name, offset + changed[0] + 1, before, after, source))
+    return mutants
+
+
+def sample(mutants: list[MachineMutant], count: int, skip: set[str] = frozenset()) -> list[MachineMutant]:
+    """A fixed, spread-out sample (the same on every machine and run)."""
+    pool = sorted((m for m in mutants if m.id not in skip), key=lambda m: m.id)
+    return random.Random(20261123).sample(pool, min(count, len(pool)))
+
+
+def notebook(paths: LabPaths, mutant: MachineMutant):
+    from autograder.authoring.generate import solution_notebook
+    return solution_notebook(mutant.source)
+
+
+def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: str = "auto",
+        progress=None) -> list[dict]:
+    """Grade each mutant (stop at the first lost point); returns one record per mutant."""
+    import nbformat
+
+    from autograder.engine.pipeline import Options, fingerprint, grade
+    folder = build_dir("mutation", paths.lab)
+    cache_file = folder / "cache.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    stamp = fingerprint(paths)
+
+    def one(mutant: MachineMutant) -> dict:
+        key = f"{mutant.id}:{stamp}"
+        if key in cache:
+            record = cache[key]
+        else:
+            path = folder / f"machine-{mutant.id}.ipynb"
+            path.write_text(nbformat.writes(notebook(paths, mutant)))
+            result = grade(paths, path, folder / "results" / mutant.id, Options(sandbox, True))
+            record = {"killed": result.score < result.max_score, "score": result.score, "error": result.error,
+                      "seconds": result.seconds,
+                      "failures": [f for p in result.parts for f in p.failures][:2]}
+            cache[key] = record
+        record = {**record, **{k: v for k, v in asdict(mutant).items() if k != "source"}}
+        if progress:
+            progress(record)
+        return record
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        records = list(pool.map(one, mutants))
+    cache_file.write_text(json.dumps(cache, indent=0))
+    (folder / "report.json").write_text(json.dumps(records, indent=1))
+    return records
+
+
+def main(lab: str, list_only: bool, limit: int | None, ids: list[str], jobs: int, survivors_only: bool) -> int:
+    from rich.console import Console
+
+    from autograder.engine.variants import equivalents
+    from autograder.paths import lab_paths
+    console = Console(highlight=False)
+    paths = lab_paths(lab)
+    mutants = generate(paths.solution.read_text())
+    equivalent = equivalents(paths)
+    unknown = sorted(set(equivalent) - {m.id for m in mutants})
+    if list_only:
+        for m in mutants:
+            console.print(("[dim]equivalent[/] " if m.id in equivalent else "") + m.describe(), markup=False)
+        console.print(f"{len(mutants)} machine mutants ({len(equivalent)} listed as equivalent)")
+        return 0
+    chosen = [m for m in mutants if m.id not in equivalent]
+    if ids:
+        chosen = [m for m in mutants if m.id in ids]
+    elif survivors_only:
+        report = build_dir("mutation", paths.lab) / "report.json"
+        alive = {r["id"] for r in json.loads(report.read_text()) if not r["killed"]} if report.exists() else set()
+        chosen = [m for m in chosen if m.id in alive]
+    if limit:
+        chosen = sample(chosen, limit)
+    done = [0]
+
+    def progress(record):
+        done[0] += 1
+        mark = "killed " if record["killed"] else "[red]SURVIVED[/]"
+        console.print(f"[{done[0]}/{len(chosen)}] {mark} {record['id']} L{record['line']} "
+                      f"{record['operator'].removeprefix('core/')}: {record['before'].strip()[:70]} -> {record['after'].strip()[:70]}"
+                      .replace("[", "\\[").replace("\\[red]", "[red]").replace("\\[/]", "[/]"))
+
+    records = run(paths, chosen, jobs, progress=progress)
+    alive = [r for r in records if not r["killed"]]
+    errors = [r for r in records if r["error"]]
+    rate = 100 * (len(records) - len(alive)) / len(records) if records else 100.0
+    console.print(f"machine mutants: {len(mutants)} generated, {len(equivalent)} equivalent, "
+                  f"{len(records)} graded, {len(records) - len(alive)} killed, {len(alive)} surviving "
+                  f"(kill rate {rate:.1f}%)")
+    for r in alive:
+        console.print(f"  survivor {r['id']} L{r['line']}: {r['before'].strip()} -> {r['after'].strip()}", markup=False)
+    for r in errors:
+        console.print(f"  grading error on {r['id']}: {str(r['error'])[:200]}", markup=False)
+    if unknown:
+        console.print(f"equivalents.toml lists ids that no longer exist: {', '.join(unknown)}")
+    return 0

@@ -1,0 +1,95 @@
+"""The notebooks a lab's graders are proven with, built from its single source.
+
+- `reference`: the solution notebook; `stub`: the released notebook;
+- hand-written mutants (`mutants.toml`: find/replace in the solution source);
+- machine mutants (`autograder.engine.mutation`: cosmic-ray operators over the solution regions);
+- adversarial attempts (`adversarial.toml`): a base notebook (reference or stub) whose listed solution
+  cells hold a cheat, and each attempt's *honest twin*: the same base with those cells put back to the
+  released stub. An attempt may never score more than its twin, part by part.
+"""
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+
+import nbformat
+
+from autograder.authoring.generate import solution_notebook, student_notebook
+from autograder.paths import LabPaths
+
+ATTEMPT_KINDS = ("hidden-material", "delegation", "monkeypatch", "process", "degenerate", "hard-coded", "timing")
+
+
+@dataclass
+class Attempt:
+    name: str
+    kind: str
+    description: str
+    base: str  # "reference" | "stub"
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+def _toml(path) -> dict:
+    return tomllib.loads(path.read_text()) if path.exists() else {}
+
+
+def hand_mutants(paths: LabPaths) -> list[dict]:
+    return _toml(paths.mutants).get("mutant", [])
+
+
+def attempts(paths: LabPaths) -> list[Attempt]:
+    data = _toml(paths.hidden / "adversarial.toml").get("attempt", [])
+    return [Attempt(a.get("name", "?"), a.get("kind", "?"), a.get("description", ""), a.get("base", "reference"),
+                    dict(a.get("cells", {}))) for a in data]
+
+
+def equivalents(paths: LabPaths) -> dict[str, str]:
+    """Machine mutants triaged as equivalent: id -> reason."""
+    return {e["id"]: e.get("reason", "") for e in _toml(paths.hidden / "equivalents.toml").get("equivalent", [])}
+
+
+def reference(paths: LabPaths) -> nbformat.NotebookNode:
+    return solution_notebook(paths.solution.read_text())
+
+
+def stub(paths: LabPaths) -> nbformat.NotebookNode:
+    return student_notebook(paths.solution.read_text())
+
+
+def _solution_cells(nb) -> dict[str, object]:
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def attempt_problems(paths: LabPaths, attempt: Attempt) -> list[str]:
+    known = _solution_cells(stub(paths))
+    problems = [f"attempt {attempt.name!r}: {gid!r} is not a solution cell" for gid in attempt.cells if gid not in known]
+    if attempt.base not in ("reference", "stub"):
+        problems.append(f"attempt {attempt.name!r}: base must be 'reference' or 'stub', not {attempt.base!r}")
+    if attempt.kind not in ATTEMPT_KINDS:
+        problems.append(f"attempt {attempt.name!r}: kind {attempt.kind!r} is not one of {', '.join(ATTEMPT_KINDS)}")
+    if not attempt.cells:
+        problems.append(f"attempt {attempt.name!r} changes no cell")
+    return problems
+
+
+def _with_cells(nb, cells: dict[str, str]) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in cells:
+            cell.source = cells[gid]
+    return nb
+
+
+def attempt_notebook(paths: LabPaths, attempt: Attempt) -> nbformat.NotebookNode:
+    base = reference(paths) if attempt.base == "reference" else stub(paths)
+    return _with_cells(base, attempt.cells)
+
+
+def twin_notebook(paths: LabPaths, attempt: Attempt) -> nbformat.NotebookNode:
+    """The honest twin: the attempt's base with the cheating cells put back to the released stub."""
+    released = _solution_cells(stub(paths))
+    base = reference(paths) if attempt.base == "reference" else stub(paths)
+    return _with_cells(base, {gid: released[gid].source for gid in attempt.cells if gid in released})
