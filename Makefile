@@ -18,7 +18,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest gradescope nbgrader report bench bench-grader clean
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest mutation fuzz gradescope nbgrader report bench bench-grader clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -37,7 +37,7 @@ $(STAMP): requirements.txt requirements-torch.txt
 
 test: setup  ## set up, then run the whole suite (tooling, lab self-tests, notebooks, release, book)
 	@mkdir -p build/tmp
-	$(PY) -m pytest autograder/tests
+	$(PY) -m pytest autograder/tests -v --durations=25
 
 lab: setup  ## JupyterLab at the course home (nbgrader + jupytext extensions)
 	$(PY) -m labkit lab
@@ -63,8 +63,14 @@ book: setup  ## build the course book into book/_build/html
 grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] (no SUB: the bundled examples)
 	$(PY) -m autograder grade $(LAB) $(SUB) -j $(J)
 
-selftest: setup  ## prove the graders: make selftest [LAB=lab01]
+selftest: setup  ## prove the graders (every hand mutant, a machine sample, attempts vs twins): make selftest [LAB=lab01]
 	$(PY) -m autograder selftest $(LAB)
+
+mutation: setup  ## grade every machine-made mutant of a lab and list survivors: make mutation LAB=lab01
+	$(PY) -m autograder mutation $(or $(LAB),$(error say which lab: make mutation LAB=lab01)) --run
+
+fuzz: setup  ## differential fuzzing of the references against PyTorch, large budget: make fuzz [LAB=lab01]
+	$(PY) -m autograder fuzz $(LAB)
 
 report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 	$(PY) -m autograder report $(LAB)

@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     s.add_argument("-j", "--jobs", type=int, default=2)
     s.add_argument("--sandbox", default="auto")
     s.add_argument("--quick", action="store_true", help="CI's proof: a fixed sample of the mutants (IPT_SELFTEST=quick)")
+    s.add_argument("--under-load", action="store_true", help="grade while every core runs a spinning process")
 
     t = sub.add_parser("try", help="grade one variant of a lab and print every part's score and failures")
     t.add_argument("lab")
@@ -57,7 +58,13 @@ def main(argv=None) -> int:
     b.add_argument("lab", nargs="?", default="lab01")
     b.add_argument("--rounds", type=int, default=2)
 
+    f = sub.add_parser("fuzz", help="differential fuzzing of a lab's reference against PyTorch")
+    f.add_argument("labs", nargs="*", help="lab ids (default: all with a fuzzer)")
+    f.add_argument("--examples", type=int, default=2000)
+
     args = parser.parse_args(argv)
+    if args.command == "fuzz":
+        return commands.fuzz(args.labs, args.examples)
     if args.command == "try":
         return commands.try_variant(args.lab, args.notebook, [p for p in args.parts.split(",") if p], args.mutant,
                                     args.attempt, args.twin, args.sandbox)
@@ -74,7 +81,7 @@ def main(argv=None) -> int:
         return commands.nbgrader_grade(args.lab, args.course)
     if args.command == "grade":
         return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force)
-    return commands.selftest(args.labs, args.jobs, args.sandbox, args.quick or None)
+    return commands.selftest(args.labs, args.jobs, args.sandbox, args.quick or None, args.under_load)
 
 
 if __name__ == "__main__":

@@ -110,9 +110,9 @@ def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: st
     return 0
 
 
-def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None) -> int:
+def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None, under_load: bool = False) -> int:
     chosen = [lab_paths(lab).lab for lab in labs] or [p.lab for p in all_labs()]
-    return max((selftest_mod.run(lab, jobs, sandbox, quick) for lab in chosen), default=0)
+    return max((selftest_mod.run(lab, jobs, sandbox, quick, under_load) for lab in chosen), default=0)
 
 
 def try_variant(lab: str, which: str, parts: list[str], mutant: str | None, attempt: str | None, twin: bool,
@@ -187,3 +187,17 @@ def report(lab: str, folder: Path | None) -> int:
     paths = lab_paths(lab)
     console.print(f"class report: {build(paths.lab, folder or REPO / 'grading' / paths.lab)}")
     return 0
+
+
+def fuzz(labs: list[str], examples: int) -> int:
+    """Run each lab's differential fuzzer (reference vs PyTorch) with a large budget."""
+    chosen = [lab_paths(lab) for lab in labs] or [p for p in all_labs() if (p.hidden / "fuzz.py").exists()]
+    status = 0
+    for paths in chosen:
+        cases, failure = selftest_mod.run_fuzz(paths, examples)
+        if failure:
+            status = 1
+            console.print(f"[red]{paths.lab}[/]: {failure}", markup=True)
+        else:
+            console.print(f"{paths.lab}: {cases} cases agree with PyTorch")
+    return status

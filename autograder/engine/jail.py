@@ -4,7 +4,7 @@ Run by the sandbox as pid 1 of new pid/mount/net/ipc/uts namespaces (`unshare --
 as root, with the standard library only. The new root is an empty tmpfs holding just the system
 libraries and the C toolchain (compiled-kernel labs call the system compiler), the Python installation, the allowed site-packages and the engine, all
 read-only, plus a private /tmp. Hidden graders, solutions, results and other submissions do not
-exist in it. Then: chroot, rlimits, uid/gid nobody, no_new_privs, exec the worker.
+exist in it. Then: chroot, rlimits, the grading run's own unprivileged uid/gid, no_new_privs, exec the worker.
 """
 import ctypes
 import json
@@ -65,10 +65,10 @@ def set_limits(limits):
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def drop_privileges():
+def drop_privileges(uid=NOBODY):
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setgid(uid)
+    os.setuid(uid)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
@@ -80,7 +80,7 @@ def main():
     os.chroot(root)
     os.chdir("/tmp")
     set_limits(plan["limits"])
-    drop_privileges()
+    drop_privileges(plan.get("uid", NOBODY))
     os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 

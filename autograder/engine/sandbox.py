@@ -1,9 +1,9 @@
 """Starting the student process (P1) as confined as this host allows.
 
 Levels, strongest first (the one reached is recorded in results.json):
-- "namespaces": new pid/mount/net/ipc/uts namespaces, a minimal read-only root (jail.py), uid nobody,
+- "namespaces": new pid/mount/net/ipc/uts namespaces, a minimal read-only root (jail.py), the run's own uid,
   no_new_privs, rlimits. Needs root and unshare.
-- "uid": uid nobody, no_new_privs, rlimits, private working folder. Needs root and a Python that
+- "uid": the run's own unprivileged uid (grading_uid), no_new_privs, rlimits, private working folder. Needs root and a Python that
   nobody can run.
 - "rlimits": a plain subprocess in its own session with rlimits (a learner's laptop).
 In every level the worker runs `python -I -S` with a site folder that lacks the denied modules.
@@ -30,6 +30,40 @@ ENGINE_DIR = Path(__file__).resolve().parent
 LEVELS = ("namespaces", "uid", "rlimits")
 _live: set[int] = set()  # workers started by this process and not yet terminated
 NOBODY = 65534
+UID_BASE, UID_COUNT = 420000, 4096  # one unprivileged uid per grading run, leased from this range
+_uid: int | None = None
+
+
+def grading_uid() -> int:
+    """This grading run's own unprivileged uid (no passwd entry needed): per-uid limits such as
+    RLIMIT_NPROC are then this submission's alone, and concurrent gradings cannot starve each other.
+    Leased with an O_EXCL file under build/sandbox/uids; a lease whose owner died is taken over."""
+    global _uid
+    if _uid is not None:
+        return _uid
+    import atexit
+    folder = build_dir("sandbox", "uids")
+    for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+        lease = folder / str(uid)
+        for _ in range(2):
+            try:
+                fd = os.open(lease, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    owner = int(lease.read_text() or 0)
+                    os.kill(owner, 0)
+                    break  # held by a live grading
+                except (ValueError, ProcessLookupError, FileNotFoundError):
+                    lease.unlink(missing_ok=True)  # stale: its owner is gone
+                    continue
+                except PermissionError:
+                    break
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            _uid = uid
+            atexit.register(lambda: lease.unlink(missing_ok=True))
+            return uid
+    return NOBODY  # every lease taken: share nobody rather than fail
 
 
 @dataclass(frozen=True)
@@ -195,6 +229,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
             "limits": spec.limits.rlimits(),
             "argv": argv,
             "env": _worker_env("/tmp", {"LD_LIBRARY_PATH": "/ipt/python/lib"}),
+            "uid": grading_uid(),
         }
         cmd = ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
                str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]
@@ -209,16 +244,17 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
     config = {"engine_dir": str(ENGINE_DIR),
               "site_dirs": [str(site)], "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds)}
     argv = [str(exe), "-I", "-S", "-B", "-u"] + (worker_args or [str(ENGINE_DIR / "worker.py"), json.dumps(config)])
+    uid = grading_uid() if drop else None
     if drop:
-        os.chown(workdir, NOBODY, NOBODY)
+        os.chown(workdir, uid, uid)
 
     def confine():
         for name, value in spec.limits.rlimits().items():
             resource.setrlimit(getattr(resource, name), (value, value))
         if drop:
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(uid)
+            os.setuid(uid)
             import ctypes
             ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
 

@@ -201,17 +201,37 @@ def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> l
     return results
 
 
-def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool | None = None) -> int:
+class CpuHog:
+    """A busy machine: one spinning process per core while the block runs (`selftest --under-load`)."""
+
+    def __enter__(self):
+        code = "import time\nend = time.monotonic() + 3600\nwhile time.monotonic() < end: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 2)]
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool | None = None,
+        under_load: bool = False) -> int:
     paths = lab_paths(lab)
     if quick is None:
         quick = os.environ.get("IPT_SELFTEST", "").lower() == "quick"
     console = Console(highlight=False, width=160)
     cases, problems = prepare(paths, sandbox, quick)
     out = build_dir("selftest", paths.lab, "results")
-    graded = _dedupe_grade(paths, cases, out, jobs)
+    if under_load:
+        console.print(f"grading under load: {os.cpu_count()} spinning processes and {jobs} gradings at a time")
+        with CpuHog():
+            graded = _dedupe_grade(paths, cases, out, jobs)
+    else:
+        graded = _dedupe_grade(paths, cases, out, jobs)
     by_name = {c.name: r for c, r in zip(cases, graded, strict=True)}
 
-    table = Table(title=f"selftest {paths.lab}" + (" (quick)" if quick else ""))
+    table = Table(title=f"selftest {paths.lab}" + (" (quick)" if quick else "") + (" under load" if under_load else ""))
     for column in ("submission", "score", "expected", "verdict", "seconds"):
         table.add_column(column)
     failures = list(problems)

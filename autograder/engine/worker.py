@@ -114,6 +114,19 @@ def serve(wire, request_fd, reply_fd):
         wire.send(out, reply)
 
 
+def _empty_tmp():
+    import os
+    import shutil
+    for entry in os.scandir("/tmp"):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def zygote(wire, control_fd, preload):
     """Pid 1 of the sandbox: imports the heavy modules once, then forks one worker per test module.
 
@@ -176,6 +189,7 @@ def zygote(wire, control_fd, preload):
                     os.waitpid(-1, 0)
                 except ChildProcessError:
                     break
+            _empty_tmp()  # the next part starts with a fresh /tmp (this namespace's private tmpfs)
             control.send(b'{"ok": true}')
 
 

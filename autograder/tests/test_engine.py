@@ -91,7 +91,7 @@ def test_confined_process_sees_nothing_of_the_course(toy):
         level = student.level
     assert "torch" not in seen["torch"] or "not available" in seen["torch"], seen
     if level == "namespaces":
-        assert seen["uid"] == 65534
+        assert seen["uid"] == sandbox.grading_uid() and seen["uid"] >= sandbox.UID_BASE
         assert "work" not in seen["root"] and "root" not in seen["root"], seen["root"]
         assert seen["network"] != "connected"
     print(f"sandbox level on this host: {level}")
@@ -312,4 +312,33 @@ def test_weaker_sandbox_levels_grade_the_same(toy, tmp_path, level):
     spec = sandbox.SandboxSpec("lab00", ("torch",), level=level)
     with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
         seen = student.run("peek")
-    assert seen["uid"] == (65534 if level == "uid" else seen["uid"]) and "not available" in seen["torch"]
+    assert seen["uid"] == (sandbox.grading_uid() if level == "uid" else seen["uid"]) and "not available" in seen["torch"]
+
+
+def test_concurrent_gradings_get_their_own_uid():
+    """Per-uid limits (processes) are a grading's own: two grading processes lease different uids."""
+    import subprocess
+    import sys
+    code = "import time; from autograder.engine import sandbox; print(sandbox.grading_uid(), flush=True); time.sleep(3)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    uids = [int(p.stdout.readline()) for p in procs]
+    for p in procs:
+        p.wait(timeout=30)
+    assert uids[0] != uids[1] and min(uids) >= sandbox.UID_BASE, uids
+
+
+def test_each_part_starts_with_an_empty_tmp(toy):
+    """The zygote empties its private /tmp between test modules (parts): nothing a part leaves there
+    reaches the next one."""
+    if sandbox.resolve_level("auto") != "namespaces":
+        pytest.skip("the zygote exists only at sandbox level namespaces")
+    spec = sandbox.SandboxSpec("lab00", ("torch",), level="namespaces")
+    zygote = sandbox.Zygote(spec)
+    listings = []
+    try:
+        for _ in range(2):
+            with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy), zygote=zygote) as student:
+                listings.append(student.run("leave_in_tmp"))
+    finally:
+        zygote.close()
+    assert "left-by-an-earlier-part" not in listings[1], listings

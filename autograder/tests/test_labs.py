@@ -66,3 +66,21 @@ def test_every_hidden_file_carries_a_canary(paths):
     hidden = [*paths.hidden.glob("*.py"), *paths.hidden.glob("*.toml")]
     missing = [str(f.relative_to(paths.root)) for f in hidden if f.exists() and "IPT-CANARY" not in f.read_text()]
     assert not missing, f"hidden files without a canary line (the leak scan looks for it): {missing}"
+
+
+def test_graders_never_zip_learner_data_without_a_length_check():
+    """A bare zip() stops at the shorter list: a reply with too few items would pass unchecked. P0's files
+    use replies.pairs (learner data) or zip(..., strict=True) (P0's own data)."""
+    import ast
+    from autograder.paths import AUTOGRADER
+    found = []
+    for file in sorted((AUTOGRADER / "labs").glob("lab*/*.py")):
+        if file.name == "scenarios.py":  # runs in P1: its zips decide nothing
+            continue
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "zip":
+                strict = any(k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is True
+                             for k in node.keywords)
+                if not strict:
+                    found.append(f"{file.relative_to(AUTOGRADER)}:{node.lineno}")
+    assert not found, "zip() without strict=True (use replies.pairs for learner data): " + ", ".join(found)

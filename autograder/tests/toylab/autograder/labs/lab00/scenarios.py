@@ -28,6 +28,15 @@ def peek(sub):
     return seen
 
 
+def leave_in_tmp(sub):
+    """Lists /tmp, then leaves a file there (the engine's test that every part gets a fresh /tmp)."""
+    import os
+    listing = sorted(os.listdir("/tmp"))
+    with open("/tmp/left-by-an-earlier-part", "w") as f:
+        f.write("x")
+    return listing
+
+
 def compile_c(sub):
     """Builds and calls a tiny C function with the system compiler, as compiled-kernel labs do."""
     import ctypes
