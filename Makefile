@@ -78,8 +78,8 @@ report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07
 	$(PY) -m autograder.benchmarks $(or $(LAB),lab07)
 
-bench-grader: setup  ## our confined grader vs nbgrader autograde: make bench-grader [LAB=lab01]
-	$(PY) -m autograder bench-grader $(or $(LAB),lab01)
+bench-grader: setup  ## our confined grader vs nbgrader autograde, per lab: make bench-grader [LAB=lab01] (default: every lab)
+	$(PY) -m autograder bench-grader $(LAB)
 
 gradescope: setup  ## Gradescope autograder zip: make gradescope LAB=lab01 -> dist/gradescope/lab01.zip
 	$(PY) -m autograder.bridges.gradescope build $(LAB)

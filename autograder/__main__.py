@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     r.add_argument("--results", type=Path, help="graded batch folder (default: grading/<lab>)")
 
     b = sub.add_parser("bench-grader", help="our grader vs nbgrader autograde on the same submissions")
-    b.add_argument("lab", nargs="?", default="lab01")
+    b.add_argument("lab", nargs="?", default=None, help="one lab (default: every lab)")
     b.add_argument("--rounds", type=int, default=2)
 
     f = sub.add_parser("fuzz", help="differential fuzzing of a lab's reference against PyTorch")

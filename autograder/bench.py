@@ -1,12 +1,15 @@
-"""`make bench-grader`: our confined grader against `nbgrader autograde`, measured in one run.
+"""`make bench-grader [LAB=labNN]`: our confined grader against `nbgrader autograde`, measured in one run.
 
 Same submissions for both (the lab's bundled examples), runs interleaved (ours, theirs, ours, ...),
-medians reported. Prints seconds per submission, `time ratio ours/nbgrader: X.XX`, batch throughput
-at -j1 and -j2, and the confinement overhead per test module (confined vs plain worker start).
+medians reported. Prints, per lab: wall and CPU seconds per submission (CPU of the whole process tree,
+student processes included), `time ratio ours/nbgrader: X.XX`, batch throughput at -j1 and -j2, the
+projected time for a class of 200 at -j2, and the confinement overhead per test module; then a table
+over all labs benchmarked.
 """
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,16 +44,22 @@ def nbgrader_course(paths: LabPaths, submissions: list[Path]) -> Path:
     return course
 
 
-def time_ours(paths: LabPaths, sub: Path, i: int) -> float:
-    started = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_ours(paths: LabPaths, sub: Path, i: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of one grading; CPU counts every process it started and waited for."""
+    started, cpu = time.perf_counter(), _children_cpu()
     grade(paths, sub, build_dir("bench", "ours", f"s{i}"))
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - cpu
 
 
-def time_nbgrader(paths: LabPaths, course: Path, i: int) -> float:
-    started = time.perf_counter()
+def time_nbgrader(paths: LabPaths, course: Path, i: int) -> tuple[float, float]:
+    started, cpu = time.perf_counter(), _children_cpu()
     _nbgrader(course, "autograde", paths.lab, f"--student=s{i}", "--force")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - cpu
 
 
 def throughput(paths: LabPaths, submissions: list[Path], jobs: int) -> float:
@@ -76,7 +85,7 @@ def module_overhead(paths: LabPaths, repeats: int = 5) -> tuple[str, float]:
     return level, statistics.median(samples[level]) - statistics.median(samples["rlimits"])
 
 
-def run(lab: "str | LabPaths", rounds: int = 2) -> int:
+def bench_lab(lab: "str | LabPaths", rounds: int = 2) -> dict:
     from autograder.commands import example_submissions
     paths = lab_paths(lab)
     subs = example_submissions(paths) if isinstance(lab, str) else sorted(paths.examples.glob("*.ipynb"))
@@ -87,10 +96,28 @@ def run(lab: "str | LabPaths", rounds: int = 2) -> int:
             ours.append(time_ours(paths, sub, i))
             theirs.append(time_nbgrader(paths, course, i))
     level, overhead = module_overhead(paths)
-    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    row = {"lab": paths.lab, "subs": len(subs),
+           "ours": statistics.median(w for w, _ in ours), "ours_cpu": statistics.median(c for _, c in ours),
+           "theirs": statistics.median(w for w, _ in theirs), "theirs_cpu": statistics.median(c for _, c in theirs),
+           "j1": throughput(paths, subs, 1), "j2": throughput(paths, subs, 2)}
+    row["ratio"] = row["ours"] / row["theirs"]
+    row["class200_min"] = 200 / row["j2"] / 60
     print(f"{paths.lab}: {len(subs)} submissions x {rounds} rounds, interleaved; medians")
-    print(f"seconds per submission: ours {ours_s:.2f} (confined, level {level}), nbgrader autograde {theirs_s:.2f} (unconfined)")
-    print(f"time ratio ours/nbgrader: {ours_s / theirs_s:.2f}")
-    print(f"batch throughput: -j1 {throughput(paths, subs, 1):.2f} submissions/s, -j2 {throughput(paths, subs, 2):.2f} submissions/s")
+    print(f"seconds per submission: ours {row['ours']:.2f} wall / {row['ours_cpu']:.2f} CPU (confined, level {level}), "
+          f"nbgrader autograde {row['theirs']:.2f} wall / {row['theirs_cpu']:.2f} CPU (unconfined)")
+    print(f"time ratio ours/nbgrader: {row['ratio']:.2f}")
+    print(f"batch throughput: -j1 {row['j1']:.2f} submissions/s, -j2 {row['j2']:.2f} submissions/s")
+    print(f"a class of 200 at -j2: {row['class200_min']:.1f} min (projected from the -j2 throughput)")
     print(f"confinement overhead per test module: {overhead:.3f} s ({level} vs plain subprocess)")
+    return row
+
+
+def run(lab: "str | LabPaths | None" = None, rounds: int = 2) -> int:
+    from autograder.paths import all_labs
+    labs = [lab] if lab else [p.lab for p in all_labs() if p.solution.exists()]
+    rows = [bench_lab(one, rounds) for one in labs]
+    if len(rows) > 1:
+        print("\nlab    ours s  ours CPU  nbgrader s  ratio  200 at -j2")
+        for r in rows:
+            print(f"{r['lab']}  {r['ours']:6.2f}  {r['ours_cpu']:8.2f}  {r['theirs']:10.2f}  {r['ratio']:5.2f}  {r['class200_min']:6.1f} min")
     return 0
