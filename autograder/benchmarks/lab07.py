@@ -1,9 +1,11 @@
 """`make bench LAB=lab07`: the reference fusing backend against eager PyTorch and Inductor.
 
-Memory-bound pointwise chains on 4M float32 (autograder/labs/lab07/scenarios.py:CHAINS). Every contender runs with
-OMP_NUM_THREADS=1 and torch.set_num_threads(1) (Inductor's C++ kernels then run single-threaded too); the
-compiled functions are warmed up first (Inductor's compile excluded); then rounds interleave eager, the reference
-backend and Inductor, and each chain's figure is the ratio of medians. The summary lines are geometric means.
+Two sets: memory-bound pointwise chains on 4M float32 (autograder/labs/lab07/scenarios.py:CHAINS), and five
+real blocks (an MLP with GELU, a small ConvNet, LayerNorm + GELU, softmax attention, RMSNorm + SwiGLU), each
+timed for inference and for one training step (forward + backward). Every contender runs with OMP_NUM_THREADS=1
+and torch.set_num_threads(1) (Inductor's C++ kernels then run single-threaded too); compiled functions are
+warmed up first (compilation excluded); rounds interleave eager, the reference backend and Inductor, and each
+figure is a ratio of medians. The summary lines are geometric means.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per chain (default 15)")
     parser.add_argument("--n", type=int, default=1 << 22, help="elements per tensor (default 4M)")
     parser.add_argument("--no-inductor", action="store_true", help="skip Inductor")
+    parser.add_argument("--no-blocks", action="store_true", help="skip the five real blocks")
+    parser.add_argument("--block-rounds", type=int, default=None, help="interleaved rounds per block (default: --rounds)")
     args = parser.parse_args(argv)
 
     import torch
@@ -74,4 +78,91 @@ def main(argv: list[str]) -> int:
     print(f"speedup vs eager: {geomean([r['vs_eager'] for r in rows]):.2f}")
     if not args.no_inductor:
         print(f"speed vs inductor: {geomean([r['vs_inductor'] for r in rows]):.2f}")
+    if not args.no_blocks:
+        blocks(ref, args.block_rounds or args.rounds, not args.no_inductor)
     return 0
+
+
+def real_blocks():
+    """Five blocks a model is made of: name -> (module factory, input factory)."""
+    import torch
+    from torch import nn
+
+    class Attention(nn.Module):
+        def __init__(self, dim=256, heads=4):
+            super().__init__()
+            self.heads, self.qkv, self.out = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+            return self.out((att @ v).transpose(1, 2).reshape(b, t, d))
+
+    class RMSNormSwiGLU(nn.Module):
+        def __init__(self, dim=512, hidden=1024):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+            self.w1, self.w3, self.w2 = nn.Linear(dim, hidden, bias=False), nn.Linear(dim, hidden, bias=False), nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x):
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+            return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
+
+    return {
+        "MLP + GELU": (lambda: nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 512)), lambda: torch.randn(64, 512)),
+        "ConvNet": (lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)), lambda: torch.randn(16, 3, 32, 32)),
+        "LayerNorm + GELU": (lambda: nn.Sequential(nn.LayerNorm(1024), nn.GELU()), lambda: torch.randn(256, 1024)),
+        "attention": (Attention, lambda: torch.randn(4, 128, 256)),
+        "RMSNorm + SwiGLU": (RMSNormSwiGLU, lambda: torch.randn(64, 512)),
+    }
+
+
+def blocks(ref, rounds: int, with_inductor: bool) -> None:
+    """Per-block inference and training-step ratios against eager (and Inductor)."""
+    import torch
+    import torch._dynamo
+
+    from autograder.labs.lab07.oracle import geomean, median
+    print(f"real blocks: inference and one training step (forward + backward), 1 thread, {rounds} interleaved rounds, medians")
+    ratios = {"eager": [], "inductor": []}
+    for label, (make, make_input) in real_blocks().items():
+        torch.manual_seed(0)
+        model, x = make(), make_input()
+        for mode in ("inference", "training"):
+            torch._dynamo.reset()
+            contenders = {"eager": model, "ours": torch.compile(model, backend=ref.fusing_backend, dynamic=False)}
+            if with_inductor:
+                contenders["inductor"] = torch.compile(model, backend="inductor", dynamic=False)
+
+            def step(f):
+                if mode == "inference":
+                    with torch.no_grad():
+                        return f(x)
+                model.zero_grad(set_to_none=True)
+                out = f(x)
+                out.pow(2).mean().backward()
+                return out
+
+            want = step(model).detach()
+            for name, f in contenders.items():
+                got = step(f).detach()  # warm-up, compile excluded from timing
+                assert torch.allclose(got, want, rtol=1e-3, atol=1e-3), f"{label} ({mode}): {name} gives a wrong result"
+            times = {k: [] for k in contenders}
+            for _ in range(rounds):
+                for k, f in contenders.items():
+                    start = time.perf_counter()
+                    step(f)
+                    times[k].append(time.perf_counter() - start)
+            med = {k: median(v) for k, v in times.items()}
+            line = f"  {label:18s} {mode:9s} eager {1e3 * med['eager']:7.2f} ms   ours {1e3 * med['ours']:7.2f} ms   vs eager: {med['eager'] / med['ours']:.2f}"
+            ratios["eager"].append(med["eager"] / med["ours"])
+            if "inductor" in med:
+                ratios["inductor"].append(med["inductor"] / med["ours"])
+                line += f"   inductor {1e3 * med['inductor']:7.2f} ms   vs inductor: {med['inductor'] / med['ours']:.2f}"
+            print(line, flush=True)
+    torch._dynamo.reset()
+    print(f"real blocks, speedup vs eager: {geomean(ratios['eager']):.2f} (lowest {min(ratios['eager']):.2f})")
+    if ratios["inductor"]:
+        print(f"real blocks, speed vs inductor: {geomean(ratios['inductor']):.2f}")

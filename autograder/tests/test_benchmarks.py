@@ -21,9 +21,20 @@ def test_an_unknown_lab_gets_the_list_of_benchmarks():
 
 
 def test_lab07_benchmark_prints_its_ratios():
-    proc = bench("lab07", "--rounds", "5", "--n", str(1 << 20))
+    proc = bench("lab07", "--rounds", "5", "--n", str(1 << 20), "--no-blocks")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(proc.stdout)
     for label in ("speedup vs eager", "speed vs inductor"):
         found = re.search(rf"^{label}: (\d+\.\d\d)$", proc.stdout, re.M)
         assert found and float(found.group(1)) > 0, f"no '{label}: X.XX' line in:\n{proc.stdout}"
+
+
+def test_lab07_benchmark_prints_ratios_on_real_blocks():
+    """The five real blocks (inference and a training step), small and without Inductor to keep CI short;
+    `make bench LAB=lab07` runs them in full against eager and Inductor."""
+    proc = bench("lab07", "--rounds", "1", "--n", "4096", "--no-inductor", "--block-rounds", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    assert proc.stdout.count(" vs eager: ") == 10, proc.stdout
+    found = re.search(r"^real blocks, speedup vs eager: (\d+\.\d\d) \(lowest (\d+\.\d\d)\)$", proc.stdout, re.M)
+    assert found and float(found.group(1)) > 0, f"no 'real blocks, speedup vs eager' line in:\n{proc.stdout}"
