@@ -18,7 +18,13 @@ export TMPDIR := $(CURDIR)/build/tmp
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest mutation fuzz gradescope nbgrader report bench bench-grader clean
+# torch: the CPU build of 2.13.0. A wheel pip can already reach without an index (a local find-links
+# folder, as on the course machines) is taken first, so nothing waits on the network; otherwise Linux
+# gets PyTorch's CPU wheel index (PyPI's Linux wheel is the CUDA build, ~4.8 GB), macOS gets PyPI's wheel.
+TORCH_PIN       := torch==2.13.0
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest mutation fuzz gradescope nbgrader nbgrader-release nbgrader-collect nbgrader-grade nbgrader-feedback report bench bench-grader clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -29,7 +35,9 @@ $(STAMP): requirements.txt requirements-torch.txt
 	@mkdir -p build/tmp
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-torch.txt
+	$(PY) -m pip install -q --no-index $(TORCH_PIN) 2>/dev/null \
+	  || if [ "$$(uname -s)" = Linux ]; then $(PY) -m pip install -q $(TORCH_PIN) --index-url $(TORCH_CPU_INDEX); \
+	     else $(PY) -m pip install -q -r requirements-torch.txt; fi
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'inside_pytorch.pth').write_text('$(CURDIR)\n$(CURDIR)/labs\n')"
 	$(PY) -m pip check
@@ -39,11 +47,11 @@ test: setup  ## set up, then run the whole suite (tooling, lab self-tests, noteb
 	@mkdir -p build/tmp
 	$(PY) -m pytest autograder/tests -v --durations=25
 
-lab: setup  ## JupyterLab at the course home (nbgrader + jupytext extensions)
+lab: setup  ## JupyterLab at the course home, with the instructor tools (formgrader, Create Assignment)
 	$(PY) -m labkit lab
 
-labs: setup  ## regenerate the student notebooks from solutions/
-	$(PY) -m autograder.authoring.generate
+labs: setup  ## regenerate the student notebooks from solutions/ (never over a notebook with learner edits)
+	$(PY) -m autograder.authoring.generate $(if $(FORCE),--force)
 
 labs-check: setup  ## fail if a committed student notebook is stale
 	$(PY) -m autograder.authoring.generate --check
@@ -57,11 +65,13 @@ submit: setup  ## package a lab for submission: make submit LAB=lab01
 release: setup  ## build dist/student (no solutions, no hidden graders) and scan it for leaks
 	$(PY) -m autograder.authoring.release
 
-book: setup  ## build the course book into book/_build/html
+book: setup  ## build the course book from committed sources into book/_build/html (needs npm for MathJax)
+	@command -v npm >/dev/null || { echo "make book needs npm (Node.js) to vendor MathJax: apt-get install npm, or brew install node"; exit 2; }
 	$(PY) book/build.py
 
-grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] (no SUB: the bundled examples)
-	$(PY) -m autograder grade $(LAB) $(SUB) -j $(J)
+grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] [DUE='2026-12-01 23:59' PENALTY=10] (no SUB: the examples)
+	@test -n "$(LAB)" || { echo "which lab? e.g.  make grade LAB=lab01  (the bundled examples), or  make grade LAB=lab01 SUB=submissions/"; exit 2; }
+	IPT_DUE="$(DUE)" IPT_LATE_PENALTY="$(PENALTY)" $(PY) -m autograder grade $(LAB) $(SUB) -j $(J)
 
 selftest: setup  ## prove the graders (every hand mutant, a machine sample, attempts vs twins): make selftest [LAB=lab01]
 	$(PY) -m autograder selftest $(LAB)
@@ -84,8 +94,31 @@ bench-grader: setup  ## our confined grader vs nbgrader autograde, per lab: make
 gradescope: setup  ## Gradescope autograder zip: make gradescope LAB=lab01 -> dist/gradescope/lab01.zip
 	$(PY) -m autograder.bridges.gradescope build $(LAB)
 
-nbgrader: setup  ## nbgrader course directory in build/nbgrader (then: python -m autograder nbgrader-grade labNN)
-	$(PY) -m autograder.bridges.nbgrader build
+NBGRADER_COURSE := build/nbgrader
+NBGRADER = cd $(NBGRADER_COURSE) && $(CURDIR)/$(VENV)/bin/nbgrader
+need-lab = @test -n "$(LAB)" || { echo "which lab? e.g.  make $@ LAB=lab01"; exit 2; }
+
+nbgrader: setup  ## nbgrader course directory in build/nbgrader (LATE=zero: late submissions score 0)
+	$(PY) -m autograder.bridges.nbgrader build --course $(NBGRADER_COURSE) $(if $(LATE),--late-penalty $(LATE))
+
+nbgrader-release: setup  ## nbgrader generate_assignment + release_assignment: make nbgrader-release LAB=lab01
+	$(need-lab)
+	$(NBGRADER) generate_assignment $(LAB) --force
+	$(NBGRADER) release_assignment $(LAB) --force
+
+nbgrader-collect: setup  ## nbgrader collect: make nbgrader-collect LAB=lab01
+	$(need-lab)
+	$(NBGRADER) collect $(LAB)
+
+nbgrader-grade: setup  ## nbgrader autograde with the hidden graders: make nbgrader-grade LAB=lab01
+	$(need-lab)
+	$(PY) -m autograder nbgrader-grade $(LAB) --course $(NBGRADER_COURSE)
+
+nbgrader-feedback: setup  ## nbgrader generate_feedback + release_feedback + export (grades.csv): make nbgrader-feedback LAB=lab01
+	$(need-lab)
+	$(NBGRADER) generate_feedback $(LAB)
+	$(NBGRADER) release_feedback $(LAB)
+	$(NBGRADER) export --to grades.csv
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build dist book/_build grading

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import csv
-import shutil
 import json
+import os
 import re
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,45 +70,74 @@ def _already_graded(path: Path, target: Path, fingerprint: str) -> bool:
         return False
 
 
-def write_class_csv(out: Path, rows: list[tuple[Path, dict]]) -> Path:
+def learner_of(path: Path) -> tuple[str, str | None]:
+    """(learner, submitted_at) from a `make submit` zip's manifest; a bare notebook is known by its file name."""
+    if path.suffix == ".zip":
+        try:
+            manifest = parse(path).manifest or {}
+        except Exception:  # noqa: BLE001 - an unreadable zip is graded (and explained) by the engine
+            manifest = {}
+        user = manifest.get("user")
+        if isinstance(user, str) and user:
+            stamp = manifest.get("submitted_at")
+            return user, stamp if isinstance(stamp, str) else None
+    return path.stem, None
+
+
+def _utc(text: str) -> "datetime":
+    from datetime import datetime, timezone
+    text = re.sub(r"^(\d{4}-\d\d-\d\d)T", r"\1 ", text.strip().removesuffix(" UTC").removesuffix("Z"))
+    for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    raise ValueError(f"not a UTC date and time: {text!r} (e.g. '2026-12-01 23:59')")
+
+
+def late_penalty(submitted_at: str | None, due: str | None, percent_per_day: float) -> tuple[int, float]:
+    """(days late, penalty in percent): every started day after `due` costs `percent_per_day`, at most 100."""
+    import math
+    if not due or not submitted_at:
+        return 0, 0.0
+    seconds = (_utc(submitted_at) - _utc(due)).total_seconds()
+    days = math.ceil(seconds / 86400) if seconds > 0 else 0
+    return days, min(100.0, days * percent_per_day)
+
+
+def classroom_rows(rows: list[tuple[Path, dict]], due: str | None, percent_per_day: float) -> list[dict]:
+    """One record per submission: learner (manifest's user), raw score, lateness, final score."""
+    records = []
+    for path, data in rows:
+        learner, stamp = learner_of(path)
+        days, penalty = late_penalty(stamp, due, percent_per_day)
+        records.append({"learner": learner, "submission": path.name, "submitted_at": stamp or "",
+                        "raw_score": data["score"], "days_late": days, "penalty_percent": penalty,
+                        "score": round(data["score"] * (1 - penalty / 100), 4), "max_score": data["max_score"]})
+    return records
+
+
+def write_class_csv(out: Path, rows: list[tuple[Path, dict]], targets: list[Path] | None = None,
+                    due: str | None = None, percent_per_day: float = 0.0) -> Path:
+    """class.csv keyed by learner; each graded folder also gets classroom.json (read by `make report`)."""
     file = out / "class.csv"
     parts = list(rows[0][1]["extra_data"]["parts"]) if rows else []
+    records = classroom_rows(rows, due, percent_per_day)
     with file.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *parts, "score", "max_score", "sandbox", "internal_errors", "sha256"])
-        for path, data in rows:
+        writer.writerow(["learner", "submission", "submitted_at", *parts, "raw_score", "days_late", "penalty_percent",
+                         "score", "max_score", "feedback", "sandbox", "internal_errors", "sha256"])
+        for index, ((path, data), record) in enumerate(zip(rows, records, strict=True)):
             extra = data["extra_data"]
-            writer.writerow([path.name, *(extra["parts"][p]["score"] for p in parts), data["score"], data["max_score"],
+            target = targets[index] if targets else out / _folder_name(path)
+            feedback = (target / "feedback.md").relative_to(out) if (target / "feedback.md").is_relative_to(out) else ""
+            writer.writerow([record["learner"], path.name, record["submitted_at"],
+                             *(extra["parts"][p]["score"] for p in parts), data["score"], record["days_late"],
+                             record["penalty_percent"], record["score"], data["max_score"], feedback,
                              extra["sandbox"], len(extra["internal_errors"]), extra["submission_sha256"]])
+            if target.is_dir():
+                (target / "classroom.json").write_text(json.dumps(record, indent=1))
     return file
-
-
-def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: str, force: bool = False) -> int:
-    paths = lab_paths(lab)
-    items = expand(submissions) if submissions else example_submissions(paths.lab)
-    missing = [p for p in items if not p.exists()]
-    if missing:
-        console.print(f"[red]no such submission:[/] {', '.join(map(str, missing))}")
-        return 2
-    out = out or (REPO / "grading" / paths.lab)
-    single = len(submissions) == 1 and submissions[0].is_file()
-    targets = [out if single else out / _folder_name(p) for p in items]
-    if len(set(targets)) != len(targets):
-        console.print("[red]two submissions share a name; rename one[/]")
-        return 2
-    options, stamp = Options(sandbox), fingerprint(paths)
-    todo = [(p, t) for p, t in zip(items, targets) if force or not _already_graded(p, t, stamp)]
-    if len(todo) < len(items):
-        console.print(f"{len(items) - len(todo)} submission(s) already graded with these graders: kept (--force regrades)")
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        work = pool.map(lambda pt: grade_one(paths, pt[0], pt[1], options), todo)
-        list(tqdm(work, total=len(todo), desc=f"grading {paths.lab}", unit="sub", disable=len(todo) < 2))
-    rows = [(p, json.loads((t / "results.json").read_text())) for p, t in zip(items, targets)]
-    console.print(score_table(paths.lab, rows))
-    if not single:
-        console.print(f"class table: {write_class_csv(out, rows)}")
-    console.print(f"results in {out}" + ("" if single else "/<submission>/") + " (results.json, feedback.md)")
-    return 0
 
 
 def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None, under_load: bool = False) -> int:
@@ -173,12 +203,21 @@ def try_variant(lab: str, which: str, parts: list[str], mutant: str | None, atte
 
 
 def nbgrader_grade(lab: str, course: Path) -> int:
+    """`nbgrader autograde LAB` in the course directory (hidden graders inside), then the gradebook's scores."""
     from autograder.bridges.nbgrader import grade_course
-    graded = grade_course(lab, course)
+    paths = lab_paths(lab)
+    if not (course / "nbgrader_config.py").is_file():
+        console.print(f"[red]{course} is not an nbgrader course directory[/]: run `make nbgrader` first")
+        return 2
+    try:
+        graded = grade_course(paths, course)
+    except RuntimeError as exc:
+        console.print(str(exc), markup=False)
+        return 1
     for student, score in graded:
         console.print(f"{student}: {score:g}")
-    console.print(f"{len(graded)} submission(s) graded into {course / 'gradebook.db'}; "
-                  f"next: nbgrader generate_feedback {lab_paths(lab).lab} && nbgrader export")
+    console.print(f"{len(graded)} submission(s) autograded into {course / 'gradebook.db'}; "
+                  f"next: make nbgrader-feedback LAB={paths.lab}")
     return 0
 
 

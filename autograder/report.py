@@ -1,6 +1,7 @@
 """`make report LAB=labNN`: an HTML class report from a graded batch (grading/labNN/*/).
 
-Score histogram, mean score per part, and the hidden tests most often failed, by name. Figures
+Score histogram, mean score per part, the hidden tests most often failed, by name, and one row per
+learner (from the submission's manifest) with lateness, final score and a link to their feedback. Figures
 are matplotlib PNGs embedded in the page, so the report is one self-contained file.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 import json
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 import matplotlib
 
@@ -25,6 +27,14 @@ def load(folder: Path) -> list[tuple[str, dict, list[dict]]]:
         rows.append((results.parent.name, json.loads(results.read_text()),
                      json.loads(outcomes.read_text()) if outcomes.exists() else []))
     return rows
+
+
+def classroom(folder: Path) -> dict:
+    """The learner, lateness and final score `make grade` recorded beside results.json (if any)."""
+    try:
+        return json.loads((folder / "classroom.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _png(fig) -> str:
@@ -88,10 +98,16 @@ def build(lab: str, folder: Path) -> Path:
         page.append("<h2>Internal grading errors</h2><ul>")
         page += [f"<li>{html.escape(name)}: <code>{html.escape(e[:300])}</code></li>" for name, e in internal]
         page.append("</ul>")
-    page.append("<h2>Submissions</h2><table><tr><th>submission</th>" + "".join(f"<th>{html.escape(p)}</th>" for p in parts) + "<th>total</th></tr>")
+    page.append("<h2>Learners</h2><table><tr><th>learner</th><th>submission</th>"
+                + "".join(f"<th>{html.escape(p)}</th>" for p in parts)
+                + "<th>raw</th><th>late</th><th>score</th><th>feedback</th></tr>")
     for name, data, _ in rows:
+        record = classroom(folder / name)
         cells = "".join(f"<td>{data['extra_data']['parts'][p]['score']:g}</td>" for p in parts)
-        page.append(f"<tr><td>{html.escape(name)}</td>{cells}<td>{data['score']:g}</td></tr>")
+        late = f"{record['days_late']} d, −{record['penalty_percent']:g} %" if record.get("days_late") else ""
+        link = f'<a href="{html.escape(quote(name))}/feedback.md">feedback</a>' if (folder / name / "feedback.md").is_file() else ""
+        page.append(f"<tr><td>{html.escape(str(record.get('learner', name)))}</td><td>{html.escape(name)}</td>{cells}"
+                    f"<td>{data['score']:g}</td><td>{late}</td><td>{record.get('score', data['score']):g}</td><td>{link}</td></tr>")
     page.append("</table>")
     target = folder / "report.html"
     target.write_text("\n".join(page))

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Build the Inside PyTorch book: ``python book/build.py`` (what ``make book`` runs).
 
+0. Read committed sources only: in a git checkout, ``git archive HEAD`` of ``book/``, ``course/`` and
+   ``labs/`` goes to ``build/book_committed/`` and everything below reads from there, so edits in the
+   working copy (a solution typed into a lab notebook, outputs of a run) never reach the site.
+   Outside git (the student release) the working copy is used and the build says so;
+   ``--working-copy`` forces that in a checkout too (authors previewing uncommitted pages).
 1. Stage the sources into ``build/book_src/`` by *copying only*: the pages and config under
    ``book/``, the course notebooks ``course/**/*.ipynb`` with the helper ``.py`` modules beside
    them, and the student lab handouts ``labs/lab*/lab*.ipynb``. Nothing is ever read from
@@ -43,6 +48,8 @@ BUILD = ROOT / "build"
 SRC = BUILD / "book_src"
 VENDOR = BUILD / "vendor"
 OUTPUT = BOOK / "_build"  # jupyter-book writes html/ (and .doctrees) below this
+COMMITTED = BUILD / "book_committed"
+SOURCE = ROOT       # where book/, course/ and labs/ are read from (main() points it at COMMITTED)
 
 MATHJAX_SPEC = "mathjax@3"
 MATHJAX_SITE_DIR = "_vendor/mathjax"  # inside the built site, next to index.html
@@ -89,7 +96,7 @@ def _visible(path: Path, base: Path) -> bool:
 def course_notebooks() -> dict[str, list[Path]]:
     """course/<stage>/... notebooks, grouped by the stage folder name."""
     found: dict[str, list[Path]] = {}
-    course = ROOT / "course"
+    course = SOURCE / "course"
     if course.is_dir():
         for nb in sorted(course.glob("*/**/*.ipynb")):
             if _visible(nb, course):
@@ -100,7 +107,7 @@ def course_notebooks() -> dict[str, list[Path]]:
 def lab_notebooks() -> dict[str, Path]:
     """lab id -> labs/labNN_slug/labNN_slug.ipynb (the generated student handout)."""
     found = {}
-    for nb in sorted((ROOT / "labs").glob("lab*/lab*.ipynb")):
+    for nb in sorted((SOURCE / "labs").glob("lab*/lab*.ipynb")):
         if nb.stem == nb.parent.name and re.match(r"lab\d+", nb.stem):
             found[re.match(r"lab\d+", nb.stem).group(0)] = nb
     return found
@@ -110,6 +117,29 @@ def lab_title(lab: str, nb: Path) -> str:
     meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {})
     title = (meta.get("inside_pytorch") or {}).get("title") or LABS.get(lab, ("", lab))[1]
     return f"Lab {lab[3:]} · {title}"
+
+
+# --------------------------------------------------------------------------- committed sources
+def committed_sources(root: Path = ROOT, dest: Path = COMMITTED) -> Path | None:
+    """`git archive HEAD book course labs` unpacked into `dest`; None when `root` is not a git checkout."""
+    probe = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD"],
+                           capture_output=True, text=True)
+    top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if probe.returncode or top.returncode or Path(top.stdout.strip()).resolve() != root.resolve():
+        return None
+    present = [name for name in ("book", "course", "labs")
+               if subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"HEAD:{name}"]).returncode == 0]
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", "HEAD", *present],
+                             capture_output=True)
+    if archive.returncode:
+        raise BuildError("git archive failed: " + archive.stderr.decode(errors="replace")[-500:])
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    import io
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
 
 
 # --------------------------------------------------------------------------- staging
@@ -123,16 +153,17 @@ def stage_sources(courses: dict[str, list[Path]], labs: dict[str, Path]) -> None
         shutil.rmtree(SRC)
     SRC.mkdir(parents=True)
     # book pages and config (not build.py, not _build/)
-    for path in sorted(BOOK.rglob("*")):
-        if path.is_file() and _visible(path, BOOK) and path.name != "build.py" and \
+    book = SOURCE / "book"
+    for path in sorted(book.rglob("*")):
+        if path.is_file() and _visible(path, book) and path.name != "build.py" and \
                 path.suffix in {".md", ".yml", ".png", ".svg", ".jpg", ".css", ".bib"}:
-            _copy(path, SRC / path.relative_to(BOOK))
+            _copy(path, SRC / path.relative_to(book))
     # course notebooks and their helper modules (same folder)
     for notebooks in courses.values():
         for nb in notebooks:
-            _copy(nb, SRC / nb.relative_to(ROOT))
+            _copy(nb, SRC / nb.relative_to(SOURCE))
             for helper in nb.parent.glob("*.py"):
-                _copy(helper, SRC / helper.relative_to(ROOT))
+                _copy(helper, SRC / helper.relative_to(SOURCE))
     # lab handouts: the generated student notebook only, with a note and execution off
     for lab, nb in labs.items():
         data = json.loads(nb.read_text(encoding="utf-8"))
@@ -142,7 +173,7 @@ def stage_sources(courses: dict[str, list[Path]], labs: dict[str, Path]) -> None
             "source": [
                 ":::{note}\n",
                 f"This is the **handout** of {lab}, shown here to read. To work on it, open\n",
-                f"`{nb.relative_to(ROOT).as_posix()}` in JupyterLab (`make lab`), replace each\n",
+                f"`{nb.relative_to(SOURCE).as_posix()}` in JupyterLab (`make lab`), replace each\n",
                 "`raise NotImplementedError()` with your code and run `check(\"part\")` as you go.\n",
                 ":::\n",
             ],
@@ -151,7 +182,7 @@ def stage_sources(courses: dict[str, list[Path]], labs: dict[str, Path]) -> None
         first_title = next((i for i, c in enumerate(cells) if c.get("cell_type") == "markdown"
                             and "".join(c.get("source", "")).lstrip().startswith("# ")), None)
         cells.insert(0 if first_title is None else first_title + 1, note)
-        dest = SRC / nb.relative_to(ROOT)
+        dest = SRC / nb.relative_to(SOURCE)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     # defence in depth: nothing staged may carry solution or hidden-test markers
@@ -179,7 +210,7 @@ def materials_block(slug: str, courses: dict[str, list[Path]], labs: dict[str, P
     notebooks = courses.get(slug, [])
     if notebooks:
         for nb in notebooks:
-            doc = nb.relative_to(ROOT).with_suffix("").as_posix()
+            doc = nb.relative_to(SOURCE).with_suffix("").as_posix()
             lines.append(f"- {{doc}}`/{doc}` (executed when this book was built)")
     else:
         lines.append("- *In preparation.*")
@@ -188,7 +219,7 @@ def materials_block(slug: str, courses: dict[str, list[Path]], labs: dict[str, P
         if lab_stage != slug:
             continue
         if lab in labs:
-            doc = labs[lab].relative_to(ROOT).with_suffix("").as_posix()
+            doc = labs[lab].relative_to(SOURCE).with_suffix("").as_posix()
             lines.append(f"- {{doc}}`{lab_title(lab, labs[lab])} </{doc}>`: the handout "
                          "(to work on it, open it in JupyterLab with `make lab`).")
         else:
@@ -197,16 +228,16 @@ def materials_block(slug: str, courses: dict[str, list[Path]], labs: dict[str, P
 
 
 def complete_toc_and_pages(courses: dict[str, list[Path]], labs: dict[str, Path]) -> None:
-    toc = yaml.safe_load((BOOK / "_toc.yml").read_text(encoding="utf-8"))
+    toc = yaml.safe_load((SOURCE / "book" / "_toc.yml").read_text(encoding="utf-8"))
     slugs = stage_slugs(toc)
     for part in toc["parts"]:
         for chapter in part["chapters"]:
             if not chapter.get("file", "").startswith("stages/"):
                 continue
             slug = chapter["file"].split("/", 1)[1]
-            sections = [{"file": nb.relative_to(ROOT).with_suffix("").as_posix()}
+            sections = [{"file": nb.relative_to(SOURCE).with_suffix("").as_posix()}
                         for nb in courses.get(slug, [])]
-            sections += [{"file": labs[lab].relative_to(ROOT).with_suffix("").as_posix(),
+            sections += [{"file": labs[lab].relative_to(SOURCE).with_suffix("").as_posix(),
                           "title": f"{lab_title(lab, labs[lab])} (handout)"}
                          for lab, (stage, _) in LABS.items() if stage == slug and lab in labs]
             if sections:
@@ -223,12 +254,12 @@ def complete_toc_and_pages(courses: dict[str, list[Path]], labs: dict[str, Path]
     for folder, notebooks in courses.items():
         if folder not in slugs:
             log(f"warning: course/{folder}/ has no stage page; listed under 'Other material'")
-            extra += [{"file": nb.relative_to(ROOT).with_suffix("").as_posix()}
+            extra += [{"file": nb.relative_to(SOURCE).with_suffix("").as_posix()}
                       for nb in notebooks]
     for lab, nb in labs.items():
         if lab not in LABS:
             log(f"note: {lab} is not in the curriculum; listed under 'Other material'")
-            extra.append({"file": nb.relative_to(ROOT).with_suffix("").as_posix(),
+            extra.append({"file": nb.relative_to(SOURCE).with_suffix("").as_posix(),
                           "title": f"{lab_title(lab, nb)} (handout)"})
     if extra:
         toc["parts"].append({"caption": "Other material", "chapters": extra})
@@ -279,7 +310,7 @@ def vendor_mathjax() -> None:
 
 
 def write_config() -> None:
-    config = yaml.safe_load((BOOK / "_config.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((SOURCE / "book" / "_config.yml").read_text(encoding="utf-8"))
     sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {}) or {}
     config["sphinx"]["config"] = sphinx_config
     sphinx_config["mathjax_path"] = MATHJAX_PATH
@@ -329,6 +360,41 @@ def landing_page() -> None:
         shutil.copy2(intro, index)
 
 
+INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>\s*", re.S)
+CONST_DECL = re.compile(r"(?:^|[;{\s])(?:const|let)\s+([A-Za-z_$][\w$]*)\s*=")
+
+
+def dedupe_inline_scripts() -> int:
+    """Drop repeated inline <script> blocks. sphinx-thebe adds its config block once per read phase, and
+    Jupyter Book runs two, so every page declared `const THEBE_JS_URL` twice: a SyntaxError in the browser."""
+    changed = 0
+    for page in (OUTPUT / "html").rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        seen: set[str] = set()
+
+        def keep_first(match: re.Match) -> str:
+            body = match.group(1).strip()
+            if body in seen:
+                return ""
+            seen.add(body)
+            return match.group(0)
+
+        new = INLINE_SCRIPT.sub(keep_first, html)
+        if new != html:
+            page.write_text(new, encoding="utf-8")
+            changed += 1
+    return changed
+
+
+def redeclared_constants(html: str) -> list[str]:
+    """Names that two inline scripts of one page both declare with const/let (a browser SyntaxError)."""
+    seen, twice = set(), []
+    for body in INLINE_SCRIPT.findall(html):
+        for name in set(CONST_DECL.findall(body)):
+            (twice.append(name) if name in seen else seen.add(name))
+    return twice
+
+
 def check_output() -> None:
     html = OUTPUT / "html"
     if not (html / "index.html").is_file():
@@ -340,15 +406,33 @@ def check_output() -> None:
                  if remote.search(p.read_text(encoding="utf-8", errors="replace"))]
     if offenders:
         raise BuildError("remote <script>/<link> references in: " + ", ".join(offenders[:10]))
+    twice = [f"{p.relative_to(html).as_posix()} ({', '.join(names)})" for p in html.rglob("*.html")
+             if (names := redeclared_constants(p.read_text(encoding="utf-8", errors="replace")))]
+    if twice:
+        raise BuildError("inline scripts declare the same constant twice in: " + "; ".join(twice[:10]))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-strict", action="store_true",
                         help="do not turn Sphinx warnings into errors (notebook errors still fail)")
+    parser.add_argument("--working-copy", action="store_true",
+                        help="build from the working copy instead of the last commit (a local preview)")
     args = parser.parse_args(argv)
     start = time.monotonic()
+    global SOURCE
     try:
+        committed = None if args.working_copy else committed_sources()
+        SOURCE = committed or ROOT
+        if committed:
+            head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "book", "course", "labs"],
+                                   capture_output=True, text=True).stdout.strip()
+            log(f"building from commit {head} (git archive)" +
+                (": uncommitted changes in book/, course/ or labs/ are not in the book" if dirty else ""))
+        else:
+            log("building from the working copy" + ("" if args.working_copy else " (not a git checkout)"))
         courses, labs = course_notebooks(), lab_notebooks()
         log(f"course notebooks: {sum(map(len, courses.values()))}, lab handouts: {len(labs)}")
         stage_sources(courses, labs)
@@ -357,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         write_config()
         run_jupyter_book(strict=not args.no_strict)
         landing_page()
+        dedupe_inline_scripts()
         check_output()
     except BuildError as err:
         log(f"FAILED after {time.monotonic() - start:.0f} s: {err}")

@@ -29,15 +29,20 @@
 # you build that machinery from scratch, on top of numpy, and hold it to the exact rules of
 # PyTorch 2.13: same shapes, same strides, same offsets, and the same errors.
 #
-# | part | you build | points |
-# |---|---|---|
-# | `storage` | contiguous strides, `numel`, element lookup, `is_contiguous` | 10 |
-# | `views` | `view` and `reshape`, with PyTorch's view rule and `-1` inference | 20 |
-# | `indexing` | `transpose`, `permute`, `select`, `x[...]` with ints and slices | 20 |
-# | `broadcast` | `expand` (stride 0), `broadcast_shapes`, `broadcast_to` | 15 |
-# | `as_strided` | `as_strided` and `contiguous()` | 10 |
-# | `elementwise` | a broadcasting binary op and `sum(dim, keepdim)` | 15 |
-# | `channels_last` | channels-last strides and `contiguous(memory_format=...)` | 10 |
+# | part | you build | points | also graded through |
+# |---|---|---|---|
+# | `storage` | contiguous strides, `numel`, element lookup, `is_contiguous` | 10 | (nothing else) |
+# | `views` | `view` and `reshape`, with PyTorch's view rule and `-1` inference | 20 | `numel`, `contiguous_strides`, `storage_index` (the copy `reshape` makes) |
+# | `indexing` | `transpose`, `permute`, `select`, `x[...]` with ints and slices | 20 | (nothing else) |
+# | `broadcast` | `expand` (stride 0), `broadcast_shapes`, `broadcast_to` | 15 | (nothing else) |
+# | `as_strided` | `as_strided` and `contiguous()` | 10 | `storage_index`, `is_contiguous_strides`, `contiguous_strides` |
+# | `elementwise` | a broadcasting binary op and `sum(dim, keepdim)` | 15 | `broadcast_shapes`, `expand`, `storage_index`, `contiguous_strides` |
+# | `channels_last` | channels-last strides and `contiguous(memory_format=...)` | 10 | `contiguous()`, `storage_index`, `is_contiguous_strides` |
+#
+# The graders build every input tensor directly from a shape, strides and an offset, and read
+# every result's values themselves from its shape, strides, offset and storage, so a part is graded
+# through its own functions plus only those in the last column: a bug in part 1's `storage_index`
+# costs points in `views` (copies), `as_strided`, `elementwise` and `channels_last` too, and nowhere else.
 #
 # **How to work.** Each part has cells where your code goes: replace the
 # `raise NotImplementedError()` lines. Then run the part's `check("...")` cell: it runs a few
@@ -51,7 +56,15 @@
 #   exploration cells are not graded and may use it freely; several compare your tensors with
 #   the real thing.
 # * Sizes, strides and offsets count **elements**, as in PyTorch (numpy's `.strides` count bytes).
-# * Each part builds on the earlier ones; do them in order.
+# * numpy is here for the storage (a flat array) and for arithmetic on single values. Its own view
+#   machinery (`reshape` without a copy, `broadcast_to`, `as_strided`, basic indexing, `.strides`
+#   and `.flags`) follows *numpy's* rules, which differ from PyTorch's exactly where this lab is
+#   interesting: the strides of size-1 dims, the offset of an empty slice, the strides of tensors
+#   with a size-0 dim, 0-d tensors, the errors. Using it is not forbidden, but the graders check
+#   PyTorch's answers on precisely those cases, so a submission that hands the layout arithmetic to
+#   numpy does not pass those parts. Compute shapes, strides and offsets yourself.
+# * Each part builds on the earlier ones; do them in order (the table says which earlier
+#   functions each part is graded through).
 
 # %% nbgrader={"grade": false, "grade_id": "notebook-setup", "locked": true, "schema_version": 3, "solution": false}
 from labkit import check
@@ -579,7 +592,8 @@ check("views")
 # These only rearrange the recipe. Use `wrap_dim(dim, self.dim())` for every dimension argument:
 # it turns `-1` into the last dim and raises PyTorch's `IndexError` for dims out of range.
 #
-# * **`transpose(dim0, dim1)`** swaps two sizes and the two matching strides.
+# * **`transpose(dim0, dim1)`** swaps two sizes and the two matching strides. A 0-d tensor
+#   accepts the dims `0` and `-1` (that is what `wrap_dim` allows) and returns a 0-d view of itself.
 # * **`permute(*dims)`** reorders all dims: dim `i` of the result is dim `dims[i]` of `x`. PyTorch
 #   checks, in this order: the number of dims (`RuntimeError` when it differs from `x.dim()`),
 #   each dim (`wrap_dim`, `IndexError`), then duplicates (`RuntimeError`).
@@ -609,6 +623,8 @@ def transpose(self, dim0, dim1):
     ### BEGIN SOLUTION
     # IPT-CANARY lab01 indexing-solution
     d0, d1 = wrap_dim(dim0, self.dim()), wrap_dim(dim1, self.dim())
+    if self.dim() == 0:
+        return Tensor(self.storage, (), (), self.storage_offset())
     shape, stride = list(self.shape), list(self.stride())
     shape[d0], shape[d1] = shape[d1], shape[d0]
     stride[d0], stride[d1] = stride[d1], stride[d0]
@@ -898,7 +914,9 @@ check("as_strided")
 # Make a fresh contiguous `zeros` result whose shape is `x.shape` with `shape[dim] = 1`, walk every
 # index of `x` and add the element into the result at the same index with `dim` set to 0. With
 # `keepdim=True` that is the answer; otherwise drop the size-1 dim (a contiguous tensor of the
-# shorter shape on the same storage reads the same elements). PyTorch's reductions also return a
+# shorter shape on the same storage reads the same elements). A 0-d tensor accepts `dim` 0 or -1
+# and sums to a fresh 0-d tensor holding its one value, with or without `keepdim` (PyTorch:
+# `torch.tensor(5).sum(0, keepdim=True)` has shape `()`). PyTorch's reductions also return a
 # fresh contiguous tensor: `torch.ones(2, 3).sum(1, keepdim=True)` has shape `(2, 1)` and strides
 # `(1, 1)`.
 
@@ -922,6 +940,8 @@ def sum(self, dim, keepdim=False):
     ### BEGIN SOLUTION
     # IPT-CANARY lab01 elementwise-solution
     dim = wrap_dim(dim, self.dim())
+    if self.dim() == 0:
+        return tensor(self.item(), self.dtype)
     kept_shape = self.shape[:dim] + (1,) + self.shape[dim + 1:]
     out = zeros(kept_shape, self.dtype)
     for idx in np.ndindex(*self.shape):

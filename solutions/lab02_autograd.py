@@ -108,17 +108,28 @@ def add_to_class(cls):
     return register
 
 
+def wrap_dim(d, ndim):
+    """One dim (negatives allowed) as a non-negative int. A 0-d tensor accepts 0 and -1, as in PyTorch."""
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d % n
+
+
 def wrap_dims(dim, ndim):
-    """`dim` (None, an int or a tuple of ints, negatives allowed) as a sorted tuple of dims."""
+    """`dim` (None, an int or a tuple of ints, negatives allowed) as a sorted tuple of dims.
+
+    As in PyTorch: None and the empty tuple mean every dim; a dim named twice (in any spelling) raises;
+    a 0-d tensor accepts dim 0 or -1, which reduce nothing."""
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    out = []
-    for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {d})")
-        out.append(d % max(ndim, 1))
-    return tuple(sorted(out))
+    if not dims:
+        return tuple(range(ndim))
+    out = [wrap_dim(d, ndim) for d in dims]
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {[d for d in out if out.count(d) > 1][0]} appears multiple times in the list of dims")
+    return tuple(sorted(out)) if ndim else ()
 
 
 class Tensor:
@@ -314,19 +325,25 @@ def record(node, inputs, data):
 # %% [markdown] nbgrader={"grade": false, "grade_id": "graph-ops-md", "locked": true, "schema_version": 3, "solution": false}
 # Three ops to try the graph with: `given_add`, `given_mul` and `given_sum` (a full sum). Their
 # backward formulas are given, so parts 1–3 do not depend on your formulas of part 4. They do
-# not broadcast: the shapes must match, or one side is a plain number. Until part 4 replaces
+# not broadcast: the shapes must match, or one side is a number or a 0-d tensor. Until part 4 replaces
 # them, `+` and `*` use them too. Each computes with numpy and hands its node to your `record`.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "graph-ops", "locked": true, "schema_version": 3, "solution": false}
+def _given_to_shape(grad, shape):
+    """A 0-d input met a larger one: its gradient is the sum (the only broadcasting the given ops do)."""
+    return grad if grad.shape == shape else np.asarray(np.sum(grad))
+
+
 class GivenAddBackward(Node):
     def apply(self, grad):
-        return grad, grad
+        shape_a, shape_b = self.shapes
+        return _given_to_shape(grad, shape_a), _given_to_shape(grad, shape_b)
 
 
 class GivenMulBackward(Node):
     def apply(self, grad):
         a, b = self.saved_tensors
-        return grad * b, grad * a
+        return _given_to_shape(grad * b, a.shape), _given_to_shape(grad * a, b.shape)
 
 
 class GivenSumBackward(Node):
@@ -343,7 +360,9 @@ def _same_shapes(a, b):
 
 def given_add(a, b):
     a, b = _same_shapes(a, b)
-    return record(GivenAddBackward(), (a, b), a.data + b.data)
+    node = GivenAddBackward()
+    node.shapes = (a.shape, b.shape)
+    return record(node, (a, b), a.data + b.data)
 
 
 def given_mul(a, b):
@@ -400,7 +419,9 @@ check("graph")
 # Each node runs once, and nothing is recursive, so a chain of 10,000 ops works as well as a
 # short one (Python's recursion limit is 1,000). On CPU, PyTorch's ready queue is a priority
 # queue that prefers the most recently created node; any order works as long as the counts are
-# respected.
+# respected. (So when a backward fails midway, for instance on freed saved values, which leaves
+# already got their gradient depends on that order; only errors found before any node runs leave
+# `.grad` untouched for sure.)
 #
 # ```text
 #        x (leaf) ──► AccumulateGrad ◄─┐          dependencies:
@@ -580,7 +601,8 @@ check("engine")
 # leaf). It is a hook too, kept in `grad_fn.retain_grad_hooks`, and PyTorch runs it *after* the
 # ordinary hooks, so `.grad` shows the gradient the hooks produced. On a leaf it does nothing;
 # on a tensor that does not require grad it raises
-# `RuntimeError("can't retain_grad on Tensor that has requires_grad=False")`.
+# `RuntimeError("can't retain_grad on Tensor that has requires_grad=False")`. Calling it a second
+# time changes nothing (one hook per tensor: the gradient is not counted twice).
 #
 # **`Node.run_pre_hooks(grad)`** (called by the engine through `call_pre_hooks`): call each hook
 # in `pre_hooks` in order with `Tensor(grad)`; a hook that returns something (a `Tensor`)
@@ -635,8 +657,9 @@ def retain_grad(self):
     # IPT-CANARY lab02 modes-solution
     if not self.requires_grad:
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-    if self.grad_fn is None:
-        return
+    if self.grad_fn is None or getattr(self, "_retains_grad", False):
+        return  # a leaf keeps its .grad anyway; a second retain_grad() changes nothing
+    self._retains_grad = True
 
     def keep(grad):
         self.grad = Tensor(grad) if self.grad is None else Tensor(self.grad.data + grad)
@@ -701,11 +724,13 @@ check("modes_hooks")
 # | `LogBackward0` | `log(a)` | `grad / a` |
 # | `TanhBackward0` | `tanh(a)` | `grad * (1 - result**2)` |
 # | `SigmoidBackward0` | `1 / (1 + exp(-a))` | `grad * result * (1 - result)` |
-# | `ReluBackward0` | `max(a, 0)` | `grad` where `result > 0`, else 0 (PyTorch's choice at 0) |
+# | `ReluBackward0` | `max(a, 0)` | `grad` where `result > 0`, else 0 (PyTorch's choice at 0) — *select*, do not multiply by a mask: an infinite `grad` times 0 is `nan` (`(x.relu() ** 0.5).sum()` at `x = 0`), PyTorch gives 0 |
 #
 # The forward functions come after your cell: they compute with numpy, save what the table
 # uses, and call your `record`. A plain number in `x * 2` or `1 - x` becomes a constant
-# that needs no gradient (its edge is `(None, 0)`).
+# that needs no gradient (its edge is `(None, 0)`). Shapes broadcast as in PyTorch, 0-d and
+# size-0 tensors included (a size-1 dim meets a size-0 one: its gradient is a sum over nothing,
+# 0); shapes that do not broadcast raise PyTorch's `RuntimeError` in the forward.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "ops-sum-to-size", "locked": false, "schema_version": 3, "solution": true}
 def sum_to_size(grad, shape):
@@ -821,11 +846,20 @@ class ReluBackward0(Node):
         (result,) = self.saved_tensors
         ### BEGIN SOLUTION
         # IPT-CANARY lab02 ops-backward
-        return (grad * (result > 0),)
+        return (np.where(result > 0, grad, 0.0),)
         ### END SOLUTION
 
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "ops-forward", "locked": true, "schema_version": 3, "solution": false}
+def _broadcast_check(a, b):
+    """PyTorch's error for shapes that do not broadcast (numpy would raise a ValueError)."""
+    for i in range(1, builtins.min(a.ndim, b.ndim) + 1):
+        m, n = a.shape[-i], b.shape[-i]
+        if m != n and m != 1 and n != 1:
+            raise RuntimeError(f"The size of tensor a ({m}) must match the size of tensor b ({n}) "
+                               f"at non-singleton dimension {builtins.max(a.ndim, b.ndim) - i}")
+
+
 def _binary(node, a, b, data, save):
     node.shapes = (a.shape, b.shape)
     if save:
@@ -835,21 +869,25 @@ def _binary(node, a, b, data, save):
 
 def add(a, b):
     a, b = as_tensor(a), as_tensor(b)
+    _broadcast_check(a, b)
     return _binary(AddBackward0(), a, b, a.data + b.data, save=False)
 
 
 def sub(a, b):
     a, b = as_tensor(a), as_tensor(b)
+    _broadcast_check(a, b)
     return _binary(SubBackward0(), a, b, a.data - b.data, save=False)
 
 
 def mul(a, b):
     a, b = as_tensor(a), as_tensor(b)
+    _broadcast_check(a, b)
     return _binary(MulBackward0(), a, b, a.data * b.data, save=True)
 
 
 def div(a, b):
     a, b = as_tensor(a), as_tensor(b)
+    _broadcast_check(a, b)
     return _binary(DivBackward0(), a, b, a.data / b.data, save=True)
 
 
@@ -944,6 +982,14 @@ check("ops")
 #   `sum_to_size` to each input's shape (broadcast batch dims sum away).
 # * **`SumToSizeBackward0`** (`x.sum_to_size(*shape)`, the differentiable version of your
 #   helper): the inverse, `np.broadcast_to(grad, self.shape)`.
+#
+# **Dims follow PyTorch** (the locked forwards check them, so your backward always sees
+# `self.dims` as a sorted tuple of non-negative dims): negative dims count from the end; `dim`
+# may be a tuple, and `None` or `()` means every dim; a dim named twice (`(0, -2)` on a 2-D
+# tensor) raises `RuntimeError`, a dim out of range `IndexError`. A 0-d tensor accepts dim `0`
+# and `-1` (`tensor(2.).sum(0)` is `tensor(2.)`: nothing is reduced, `self.dims == ()`), and
+# transposes to itself. `reshape` takes `-1` for one size; an impossible shape raises
+# `RuntimeError`. One deliberate difference: this lab's `matmul` needs both sides at least 2-D.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "reductions-solution", "locked": false, "schema_version": 3, "solution": true}
 class SumBackward(Node):
@@ -1026,13 +1072,20 @@ def mean(self, dim=None, keepdim=False):
 def reshape(self, *shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    try:
+        data = self.data.reshape(shape)
+    except ValueError:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {self.numel()}") from None
     node = ViewBackward0()
     node.shape = self.shape
-    return record(node, (self,), self.data.reshape(shape))
+    return record(node, (self,), data)
 
 
 @add_to_class(Tensor)
 def transpose(self, dim0, dim1):
+    dim0, dim1 = wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim)
+    if self.ndim == 0:  # a 0-d tensor transposes to itself (recorded as a view)
+        return self.reshape(())
     node = TransposeBackward0()
     node.dim0, node.dim1 = dim0, dim1
     return record(node, (self,), np.swapaxes(self.data, dim0, dim1))
@@ -1041,6 +1094,12 @@ def transpose(self, dim0, dim1):
 def matmul(a, b):
     if a.ndim < 2 or b.ndim < 2:
         raise RuntimeError("this lab's matmul needs tensors with at least 2 dims")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied") from None
     node = MmBackward0()
     node.save_for_backward(a.data, b.data)
     return record(node, (a, b), a.data @ b.data)
@@ -1049,8 +1108,11 @@ def matmul(a, b):
 def _tensor_sum_to_size(self, *shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    if tuple(shape) == self.shape:
+    shape = tuple(shape)
+    if shape == self.shape:
         return self
+    if len(shape) > self.ndim or any(n != 1 and n != m for n, m in zip(shape[::-1], self.shape[::-1])):
+        raise RuntimeError(f"size {{{list(shape)}}} is not expandable to size {{{list(self.shape)}}}.")
     node = SumToSizeBackward0()
     node.shape = self.shape
     return record(node, (self,), sum_to_size(self.data, shape))
@@ -1090,7 +1152,9 @@ check("reductions_broadcast")
 # each slice influences the output, so the gradient goes to the position in `indices` and every
 # other element gets 0. Write `MaxBackward0.apply`: make zeros of the input shape `self.shape`
 # and put `grad` at the saved `indices` along `self.dim` (`np.put_along_axis`; without
-# `keepdim`, first give `grad` and the indices their size-1 dim back).
+# `keepdim`, first give `grad` and the indices their size-1 dim back). On ties the first maximum
+# is the index (as PyTorch on CPU), and it alone gets the gradient. A 0-d tensor is its own
+# maximum (index 0), and softmax over a size-0 dim is empty; the locked forwards handle both.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "softmax-solution", "locked": false, "schema_version": 3, "solution": true}
 def softmax_forward(x, dim):
@@ -1145,26 +1209,35 @@ class MaxBackward0(Node):
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "softmax-forward", "locked": true, "schema_version": 3, "solution": false}
 def softmax(x, dim):
-    dim = wrap_dims(dim, x.ndim)[0]
+    dim = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:  # a 0-d tensor: the softmax of one element (recorded through a view)
+        return softmax(x.reshape(1), 0).reshape(())
     node = SoftmaxBackward0()
     node.dim = dim
-    data = softmax_forward(x.data, dim)
+    data = softmax_forward(x.data, dim) if x.numel() else np.zeros(x.shape)  # empty: nothing to normalise
     node.save_for_backward(data)
     return record(node, (x,), data)
 
 
 def log_softmax(x, dim):
-    dim = wrap_dims(dim, x.ndim)[0]
+    dim = wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return log_softmax(x.reshape(1), 0).reshape(())
     node = LogSoftmaxBackward0()
     node.dim = dim
-    data = log_softmax_forward(x.data, dim)
+    data = log_softmax_forward(x.data, dim) if x.numel() else np.zeros(x.shape)  # empty: nothing to normalise
     node.save_for_backward(data)
     return record(node, (x,), data)
 
 
 @add_to_class(Tensor)
 def max(self, dim, keepdim=False):
-    dim = wrap_dims(dim, self.ndim)[0]
+    dim = wrap_dim(dim, self.ndim)
+    if self.ndim == 0:  # a 0-d tensor is its own maximum, at index 0 (recorded through a view)
+        values, indices = self.reshape(1).max(0)
+        return values.reshape(()), indices
+    if self.shape[dim] == 0:
+        raise IndexError(f"max(): Expected reduction dim {dim} to have non-zero size.")
     indices = np.argmax(self.data, axis=dim)
     values = np.take_along_axis(self.data, np.expand_dims(indices, dim), axis=dim)
     if keepdim:

@@ -38,9 +38,10 @@
 # Ground rules:
 #
 # * You may use `torch` everywhere. Where a part asks you to *write* something (a backward
-#   formula, a Jacobian, a gradcheck), the graders check that you did: a backward that calls
-#   autograd on the forward, or a `my_gradcheck` that calls `torch.autograd.gradcheck`, loses that
-#   part's points.
+#   formula, a Jacobian, a gradcheck), the graders check it by behaviour: they include cases where
+#   the part's rules and PyTorch's ready-made tool give different answers (each part says which),
+#   so a backward that calls autograd on the forward, or a `my_gradcheck` that calls
+#   `torch.autograd.gradcheck`, gives wrong answers there and loses those points.
 # * Work in float64 when you check gradients numerically: float32 finite differences are too noisy.
 # * `functorch` is the old name of `torch.func`; use `torch.func`.
 
@@ -92,9 +93,14 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 # $$\frac{\partial L}{\partial x} = g\,W, \qquad \frac{\partial L}{\partial W} = g^\top x, \qquad
 # \frac{\partial L}{\partial b} = \textstyle\sum_{\text{batch}} g .$$
 #
-# Save `y` rather than recomputing the tanh. Return `None` for an input that does not need a
-# gradient (`ctx.needs_input_grad[i]` tells you; `bias=None` never does). The backward must be
-# your formula: no `torch.autograd.grad` or `.backward()` inside it.
+# Save `x`, `weight` and the output `y` with `ctx.save_for_backward`, and compute the gradients
+# from `ctx.saved_tensors` with the formulas above: use the saved `y` rather than recomputing the
+# tanh. (The graders check this: in some cases autograd hands your backward a saved `y` that
+# differs from `tanh(x W^T + b)`, through saved-tensor hooks (part 7), and expect the formulas
+# evaluated on it.) Return `None` for an input that does not need a gradient
+# (`ctx.needs_input_grad[i]` tells you; `bias=None` never does). The backward must be your
+# formula: no `torch.autograd.grad` or `.backward()` inside it. `x` may have a batch of 0 or 1,
+# and `backward` may run twice on one graph (`retain_graph=True`): gradients then accumulate.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "custom-solution", "locked": false, "schema_version": 3, "solution": true}
 class LinearTanh(torch.autograd.Function):
@@ -165,8 +171,11 @@ check("custom_function")
 # $$\frac{\partial y}{\partial x} = s + \beta x\, s(1-s), \qquad
 # \frac{\partial y}{\partial \beta} = x^2 s(1-s).$$
 #
-# Remember that `beta` was broadcast: its gradient is a sum, with shape `()`.
-# `torch.autograd.gradgradcheck` must pass.
+# Remember that `beta` was broadcast: its gradient is a sum, with shape `()`. `x` may have any
+# shape, 0-d and size-0 included. Save the inputs `x` and `beta` with `ctx.save_for_backward`
+# and compute the first derivatives from `ctx.saved_tensors` with the formulas above (the graders
+# may hand your backward a saved `x` that differs from the input, and expect the formulas
+# evaluated on it). `torch.autograd.gradgradcheck` must pass.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "double-solution", "locked": false, "schema_version": 3, "solution": true}
 class ScaledSwish(torch.autograd.Function):
@@ -231,12 +240,29 @@ check("double_backward")
 # `eps=1e-6, atol=1e-5, rtol=1e-3`.
 #
 # Write the three functions below for real-valued float64 inputs and an `fn` that returns one
-# tensor. `inputs` is a tuple; only its tensors with `requires_grad=True` are checked, in order.
-# Jacobians have shape `(output.numel(), input.numel())` and the element order of `reshape(-1)`.
-# Perturb a detached copy of the input, never the caller's tensor, and evaluate `fn` under
-# `torch.no_grad()` for the numerical one. `my_gradcheck` returns `True` or `False` (it does not
-# raise). The graders run it on correct and deliberately wrong Functions and expect PyTorch's
-# verdict on each; it must not call `torch.autograd.gradcheck` or `torch.autograd.functional`.
+# tensor. `inputs` is a tuple; only its tensors with `requires_grad=True` are checked, in order
+# (other items, such as Python floats or tensors that do not require grad, are passed to `fn`
+# unchanged). Jacobians have shape `(output.numel(), input.numel())` and the element order of
+# `reshape(-1)` (also for a non-contiguous, 0-d or empty input). For the numerical one, perturb a
+# detached copy of the input, never the caller's tensor, and evaluate `fn` under
+# `torch.no_grad()`. For the analytical one, call `fn(*inputs)` once on the caller's own inputs;
+# an output that does not require grad (it does not depend on the inputs) gives zero Jacobians.
+# `my_gradcheck` returns `True` or `False` (it does not raise) and leaves no `.grad` on the inputs.
+#
+# **Yours is not PyTorch's.** `my_gradcheck` checks the Jacobians and nothing else; the graders
+# run it on correct and deliberately wrong Functions and expect the verdict of the rules above,
+# which is `torch.autograd.gradcheck`'s on most of them but not all:
+#
+# * torch's gradcheck also rejects a backward that is not exactly linear in `grad_output`
+#   (a tiny constant added to the gradient) or not reentrant (two runs differ in the last bits),
+#   even when the Jacobians agree within `atol`: yours says `True` there;
+# * torch perturbs the caller's tensors in place, so an `fn` that reads a tensor it captured
+#   (not its argument) moves with them; you perturb copies, so for such an `fn` the numerical
+#   column is zero while the analytical one is not: yours says `False`;
+# * an input with no elements has an empty Jacobian: it agrees.
+#
+# So `my_gradcheck` must not call `torch.autograd.gradcheck`, its helpers or
+# `torch.autograd.functional`: they answer those cases differently.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "gradcheck-solution", "locked": false, "schema_version": 3, "solution": true}
 def numerical_jacobian(fn, inputs, eps=1e-6):
@@ -276,6 +302,8 @@ def analytical_jacobian(fn, inputs):
     out = fn(*inputs)
     flat_out = out.reshape(-1)
     rows = [[] for _ in diff]
+    if not out.requires_grad:  # the output does not depend on any input: zero Jacobians
+        return [torch.zeros(flat_out.numel(), a.numel(), dtype=out.dtype) for a in diff]
     for k in range(flat_out.numel()):
         one_hot = torch.zeros_like(flat_out)
         one_hot[k] = 1
@@ -342,14 +370,18 @@ check("my_gradcheck")
 # **`jvp(f, primals, tangents)`** returns `(f(*primals), J v)` for a function of several tensors
 # that returns one tensor. Use dual tensors, not `torch.autograd.functional.jvp` (that one is
 # computed with two reverse passes, and the graders include a Function that has a `jvp` but no
-# backward). Return plain tensors (call `unpack_dual` inside the level), and a zero tangent when
-# the output does not depend on the inputs.
+# backward) nor `torch.func.jvp` (the graders also include an old-style Function,
+# `forward(ctx, x)` with a `jvp`, which dual tensors handle and `torch.func` transforms refuse).
+# Return plain tensors (call `unpack_dual` inside the level), and a zero tangent when the output
+# does not depend on the inputs. Inputs may be 0-d or empty.
 #
 # **`hvp(f, x, v)`**: the Hessian-vector product $H v$ of a scalar function, **reverse over
 # forward**: inside a dual level, $\nabla f(x) \cdot v$ is the tangent of `f(make_dual(x, v))`;
 # when `x` requires grad that tangent is differentiable, and its gradient with respect to `x` is
 # $H v$. One forward pass, one backward pass, and no Hessian is ever built. (`torch.func` spells
-# the same idea `grad(lambda x: jvp(f, (x,), (v,))[1])(x)`.) Return a tensor without history.
+# the same idea `grad(lambda x: jvp(f, (x,), (v,))[1])(x)`, but it refuses old-style Functions,
+# and reverse over reverse needs a backward that the graders' forward-only Functions do not have.)
+# Return a tensor without history, and leave the caller's `x` as it is (it may require grad).
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "fwd-solution", "locked": false, "schema_version": 3, "solution": true}
 def jvp(f, primals, tangents):
@@ -411,19 +443,22 @@ check("forward_ad")
 #   sharing the first: the batch dimension disappears inside `g`, which sees one sample.
 #
 # **`per_sample_grads(model, loss_fn, x, y)`** returns a dict `{name: tensor of shape (B,
-# *param.shape)}` for every parameter of `model`, where entry `b` is the gradient of
+# *param.shape)}` for every parameter of `model` that requires grad (frozen parameters, with
+# `requires_grad=False`, are left out of the dict; parameters of nested modules are in it under
+# their dotted names), where entry `b` is the gradient of
 # `loss_fn(model(x[b:b+1]), y[b:b+1])`. Use `vmap(grad(...))` (inside `grad`, add the batch dim
 # back with `unsqueeze(0)`), detach the parameters, and leave the model untouched: no `.grad` is
 # set. **`per_sample_grads_loop`** computes the same with a Python loop over the samples (use
-# `torch.autograd.grad`, not `.backward()`, so that the model stays clean). The graders check that
-# the vmap version is a vectorized call, not a loop, and time the two.
+# `torch.autograd.grad`, not `.backward()`, so that the model stays clean). The graders check the
+# values of both; they also time the two, for information only (the speed-up is recorded, not
+# graded).
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "psg-solution", "locked": false, "schema_version": 3, "solution": true}
 def per_sample_grads(model, loss_fn, x, y):
     """{name: (B, *shape)} per-sample gradients, with vmap(grad(...))."""
     ### BEGIN SOLUTION
     # IPT-CANARY lab03 psg-solution
-    params = {name: p.detach() for name, p in model.named_parameters()}
+    params = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
 
     def sample_loss(params, xb, yb):
         out = functional_call(model, params, (xb.unsqueeze(0),))
@@ -437,7 +472,8 @@ def per_sample_grads_loop(model, loss_fn, x, y):
     """The same, one sample at a time."""
     ### BEGIN SOLUTION
     # IPT-CANARY lab03 psg-solution
-    names, params = zip(*model.named_parameters())
+    names = [name for name, p in model.named_parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad]
     per_sample = {name: [] for name in names}
     for b in range(x.shape[0]):
         loss = loss_fn(model(x[b:b + 1]), y[b:b + 1])
@@ -476,7 +512,8 @@ check("per_sample_grads")
 # With `same_input=True` every model sees the same `x` of shape `(B, in)`
 # (`in_dims=(0, 0, None)`); with `same_input=False`, `x` has shape `(M, B, in)` and model `m`
 # sees `x[m]`. Do not move or change the caller's models: make the meta copy with
-# `copy.deepcopy(models[0]).to("meta")`.
+# `copy.deepcopy(models[0]).to("meta")`. Models may have buffers (a batch norm in eval mode: its
+# running statistics differ between models, so stack them too), and an ensemble may hold one model.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "ens-solution", "locked": false, "schema_version": 3, "solution": true}
 def ensemble_predict(models, x, same_input=True):
@@ -536,14 +573,23 @@ check("ensembling")
 # Randomness must replay: a dropout inside the block has to draw the same mask twice.
 # `checkpoint(run_fn, *args)` (given) passes `torch.get_rng_state()` in; your backward recomputes
 # inside `torch.random.fork_rng(devices=[])` after `torch.set_rng_state(rng_state)`, so the
-# caller's random stream is not disturbed. This is the design of `torch.utils.checkpoint` with
-# `use_reentrant=True` (the default now, `use_reentrant=False`, is built on saved-tensor hooks).
+# caller's random stream is not disturbed. Replay the `rng_state` you were given, whatever the
+# state is when `apply` runs (the graders pass one from another seed). This is the design of
+# `torch.utils.checkpoint` with `use_reentrant=True`, which is still what `checkpoint` does when
+# `use_reentrant` is not passed in PyTorch 2.13 (with a warning asking you to pass it);
+# `use_reentrant=False`, the recommended variant, is built on saved-tensor hooks.
 # It works with `loss.backward()`, not with `torch.autograd.grad`, and only when at least one of
 # `args` requires grad (otherwise the output has no `grad_fn` and the block's parameters get no
 # gradient: the classic pitfall of this design). Do not call `torch.utils.checkpoint` here.
 #
-# The graders measure the bytes autograd keeps after the forward, and expect the gradients to be
-# **bit-identical** to a run without hooks or checkpoints.
+# The graders expect the gradients to be **bit-identical** to a run without hooks or
+# checkpoints, and check the behaviour that sets offloading and checkpointing apart from a plain
+# run: after the forward, `store` holds every saved tensor (as numpy arrays, under integer keys
+# that increase in the order autograd packed them); parameters changed in place after the forward
+# do not change an offloaded backward (the store holds copies), while a change to the arrays in
+# `store` does (unpack reads the store); and a checkpointed block's backward sees weights changed
+# after the forward (it recomputes), a block whose input does not require grad gives its
+# parameters no gradient, and the `rng_state` given to `Checkpoint.apply` is the one replayed.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "hooks-solution", "locked": false, "schema_version": 3, "solution": true}
 class NumpyOffload:

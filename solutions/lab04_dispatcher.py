@@ -373,6 +373,8 @@ check("keysets")
 # * `impl(name, key, kernel)` registers a kernel of one operator for one key. A kernel is called as
 #   `kernel(keyset, *args)` with the keyset it was dispatched with and the **bound** arguments.
 #   `kernel=FALLTHROUGH` makes the key a *fallthrough* for this operator. Unknown name: `KeyError`.
+#   Registering again for the same operator and key **replaces** the earlier kernel (PyTorch warns
+#   "Overriding a previously registered kernel" and does the same); so does a second `fallback` for a key.
 # * `fallback(key, boxed)` registers a **boxed fallback** for a key, used by every operator that has
 #   no kernel of its own for that key (PyTorch: `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`).
 #   A boxed kernel is generic: it is called as `boxed(op, keyset, stack)` with the `OperatorHandle`
@@ -664,7 +666,8 @@ check("redispatch")
 # ```
 #
 # **Write `ipt::scaled_softplus`**: $y = \frac{1}{\beta}\log(1 + e^{\beta x})$, like
-# `torch.nn.functional.softplus(x, beta)` without its threshold. Its CPU kernel must compute with
+# `torch.nn.functional.softplus(x, beta)` without its threshold, for tensors of any shape (0-d and empty
+# ones included) in float32 or float64, and any nonzero `beta`. Its CPU kernel must compute with
 # **numpy** (`x.detach().numpy()`; `np.logaddexp(0, z)` is a stable $\log(1+e^z)$) and return a
 # new tensor of `x`'s dtype, never `x` itself or a view of it. The backward:
 # $\partial y/\partial x = \sigma(\beta x)$, no gradient for `beta`, written with torch ops so that it is
@@ -677,7 +680,8 @@ check("redispatch")
 @torch.library.custom_op("ipt::scaled_softplus", mutates_args=())
 def scaled_softplus(x: torch.Tensor, beta: float) -> torch.Tensor:
     z = beta * x.detach().numpy()
-    return torch.from_numpy(np.logaddexp(0.0, z) / beta).to(x.dtype)
+    y = np.asarray(np.logaddexp(0.0, z) / beta)   # np.asarray: a 0-d input gives a numpy scalar here
+    return torch.from_numpy(y).to(x.dtype)
 
 
 @scaled_softplus.register_fake
@@ -763,8 +767,8 @@ check("logging_mode")
 #
 # A new backend is "just" a set of kernels for its dispatch key. PyTorch reserves `PrivateUse1` for
 # out-of-tree backends (C++ usually; a pure-Python one only works through the private helper
-# `torch.utils.backend_registration._setup_privateuseone_for_python_backend`). The fully public route
-# is a **wrapper subclass**: `torch.Tensor._make_wrapper_subclass(cls, shape, dtype=..., device=...,
+# `torch.utils.backend_registration._setup_privateuseone_for_python_backend`). This lab does **not**
+# use `PrivateUse1`: its device is built only with the fully public route, a **wrapper subclass**: `torch.Tensor._make_wrapper_subclass(cls, shape, dtype=..., device=...,
 # requires_grad=...)` makes a tensor with metadata and *no data*; its `__torch_dispatch__` classmethod
 # receives every ATen op on it (after autograd, which works unchanged above it) and computes on your own
 # payload.

@@ -46,8 +46,10 @@
 # threshold, CUDA-graph private pools, and a lock. One device, one stream here.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code and run the part's
-# `check("...")` cell. Grading runs hidden tests: generated malloc/free sequences checked against
-# the allocator's invariants and a reference allocator, and real training-step traces. The
+# `check("...")` cell. Grading runs hidden tests: generated malloc/free sequences (sizes right at
+# the rounding, pool and split boundaries, frees in any order, double frees, full devices) whose
+# addresses, blocks and statistics are compared with a reference allocator after every event,
+# and real training-step traces. Parts 3–7 run your `malloc`, so they need part 2. The
 # cells you fill in must not import `torch` (grading runs them without it); exploration cells
 # may. Do the parts in order.
 
@@ -226,6 +228,9 @@ class CachingAllocator:
 #
 # 1. **`round_size(nbytes)`**: every block is a multiple of `MIN_BLOCK_SIZE` (512). Requests
 #    below 512 bytes (including 0) get 512; others round *up* to the next multiple of 512.
+#    (So here `malloc(0)` takes a 512-byte block, as the C++ `round_size` would; PyTorch's
+#    `allocate(0)` returns a null pointer before reaching the allocator. The lab keeps the
+#    simpler rule on purpose.)
 # 2. **`get_pool(nbytes)`** for a rounded size: `"small"` up to and including `SMALL_SIZE`
 #    (1 MiB), `"large"` above.
 # 3. **`allocation_size(nbytes)`**: how big a segment to `cudaMalloc` when no cached block fits a
@@ -437,8 +442,16 @@ check("free_coalesce")
 # 2. **`CachingAllocator.malloc_retry(self, pool_name, size)`**, called by `malloc` when
 #    `new_segment` returned `None`: release the cached blocks, bump `"num_alloc_retries"`, and
 #    ask for the segment again. If it still fails, bump `"num_ooms"` and raise
-#    `OutOfMemoryError` with a message that starts `"Tried to allocate <format_size(size)>."`
-#    and says how much the device has free. Otherwise return the new block.
+#    `OutOfMemoryError` with a message that starts `"Tried to allocate <format_size(n)>."` where
+#    `n = allocation_size(size)` is the *segment* it asked the device for (as PyTorch does: a
+#    3 MiB tensor that does not fit says "Tried to allocate 20.00 MiB"), and that says how much
+#    the device has free after the release, as
+#    `format_size(self.device.capacity - self.device.used)`. Otherwise return
+#    the new block. The allocator stays usable after an `OutOfMemoryError`: frees and later
+#    requests work as before.
+#
+# The hidden tests of this part also run the recorded training traces of part 6 on a device
+# too small for them.
 #
 # PyTorch's default configuration goes straight to "release everything that is not split";
 # with `max_split_size_mb` set it first tries to release just enough oversize blocks.
@@ -469,7 +482,7 @@ def malloc_retry(self, pool_name, size):
         self.bump("num_ooms", 1)
         free = self.device.capacity - self.device.used
         raise OutOfMemoryError(
-            f"Tried to allocate {format_size(size)}. Device has a total capacity of "
+            f"Tried to allocate {format_size(allocation_size(size))}. Device has a total capacity of "
             f"{format_size(self.device.capacity)} of which {format_size(free)} is free. "
             f"{format_size(self.stats['allocated_bytes']['current'])} is allocated by the allocator, and "
             f"{format_size(self.stats['reserved_bytes']['current'] - self.stats['allocated_bytes']['current'])} "
@@ -552,11 +565,15 @@ check("stats")
 # Adam) with PyTorch's profiler (`torch.profiler.profile(profile_memory=True)`; the cell after
 # this one records one).
 #
-# **`replay(allocator, events)`** runs a trace on an allocator: `malloc` for each alloc,
-# `free` of that id's address for each free, and returns the list of addresses, one per event
-# (for a free, the address freed). The graders check that no two live tensors overlap, that the
-# peak reserved memory stays within 1.2× of PyTorch's rules, and that the cache saves most
-# `cudaMalloc` calls.
+# **`replay(allocator, events)`** runs a trace on an allocator: `allocator.malloc(nbytes)` for
+# each alloc, `allocator.free(address)` of that id's address for each free, and returns the list
+# of addresses, one per event (for a free, the address freed). Use only the `allocator` you are
+# given and its `malloc`/`free` (the graders also pass other allocators with the same two
+# methods). The graders check the addresses and the final allocator state against PyTorch's
+# rules on the recorded traces and on variants of them with other sizes, so this part also
+# needs parts 2 and 3 to be right.
+#
+# The profiler is used here only to *record* traces; the lab does not grade profiler use.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "replay-solution", "locked": false, "schema_version": 3, "solution": true}
 def replay(allocator, events):

@@ -20,8 +20,10 @@
 #
 # `torch.compile(f)` runs a stack of three components. **Dynamo** reads the bytecode of `f`, records
 # the tensor operations into FX graphs and *breaks the graph* where it meets something it cannot
-# record. **AOTAutograd** traces each graph down to ATen, decomposes it to the small *Core ATen* op set
-# and splits it into a forward graph and a backward graph. A **backend compiler** turns those graphs into
+# record. **AOTAutograd** traces each graph down to ATen, applies the *decomposition table the backend
+# passes it* (with none, ops such as `aten.gelu` or `aten.native_layer_norm` stay whole; with
+# `core_aten_decompositions()` the graph is reduced towards the small *Core ATen* op set) and splits it into a
+# forward graph and a backward graph. A **backend compiler** turns those graphs into
 # code: by default that is Inductor, which fuses operations into generated C++ (on CPU) or Triton (on
 # GPU) kernels.
 #
@@ -40,9 +42,11 @@
 # | `pipeline` | the full backend through AOTAutograd: forward and gradients equal to eager | 25 |
 # | `speed` | your compiled chains against eager PyTorch, timed by the grader | 15 |
 #
-# **Rules of the game.** Inductor is off-limits inside your backend (the graders switch it off), and
-# your kernels must be single-threaded: plain C loops, no OpenMP, no threads. The graders time your
-# backend on one CPU against eager PyTorch with one thread.
+# **Rules of the game.** Inductor is off-limits inside your backend, and your kernels must be
+# single-threaded: plain C loops, no OpenMP, no threads. The graders do not take your word for what your
+# backend did: they take the C source your code generator writes, compile it themselves with the lab's
+# flags, and run and time it on their own inputs in a separate process (part 3 lists what such a source may
+# contain). The values your compiled functions return are checked against eager PyTorch as well.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests run your code. The hidden graders use other functions, models
@@ -60,6 +64,7 @@ import operator
 import os
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -251,7 +256,9 @@ check("graph_breaks")
 # 2. A node is a **reduction** when its target is in `REDUCTION_OPS`, its input is `float32`, it has no
 #    `dtype` argument, and it reduces over the **last dimension only** (`dim` is `[-1]` or `[ndim - 1]`;
 #    any `keepdim`) or over **all dimensions** (`sum.default`, `dim=[]`, or `dim` listing every
-#    dimension). Other reductions (over dim 0, say) are ordinary ATen calls.
+#    dimension, in any order and with negative dims allowed: `dim=(0, 1)` and `dim=(-1, 0)` of a 2-D input
+#    both reduce everything, to a single value). A 0-dim or 1-D input reduces everything. Other reductions
+#    (over dim 0 of a 2-D input, over two of three dims, with `dtype=`) are ordinary ATen calls.
 # 3. Walk the nodes in graph order. A group is *open* or *closed*; its *shape* is the shape of its
 #    pointwise results. For a pointwise node `n`, look at its arguments in order (each node once): each
 #    one that belongs to an **open** group with the **same shape** as `n`'s result is a candidate. Start
@@ -454,11 +461,23 @@ check("fusion_plan")
 # * `index_mode(shape, iteration_shape)`: the broadcasting rule above, as a tuple (its docstring lists them).
 # * `generate_kernel(gm, group, name)`: a `Kernel` (setup cell) whose `source` defines
 #   `void name(<inputs>, <outputs>)`, pointers in the order of `inputs` then `outputs`. The graders call
-#   it with any group that follows the rules of part 2, forward or backward.
+#   it with any group that follows the rules of part 2, forward or backward, including 0-dim and size-0
+#   shapes (a sum over an empty last dimension is 0; a mean of nothing is NaN, as in PyTorch). `inputs` are
+#   exactly the nodes outside the group that members read; `outputs` exactly the members used outside the
+#   group (graph outputs included) plus the closing reduction.
+#
+#   **What the graders run.** They compile `source` themselves with `CC`'s flags as its own translation
+#   unit, link it with their own test harness into a separate program and call `name` on contiguous
+#   buffers (an `"expand"` input already expanded to the iteration shape). So the source must stand alone:
+#   it may `#include` only `<math.h>`, `<stdint.h>`, `<stddef.h>`, `<stdbool.h>` and `<float.h>`, define
+#   exactly one global function (`name`; helpers must be `static`), call only math functions (`expf`,
+#   `sinf`, ...), use no `asm`, attributes or pragmas, and write nothing outside the output buffers.
 # * `build(source)`: compile with `CC` (add `-o file.so`, and `-lm`) in a directory under
 #   `tempfile.gettempdir()`, load it with `ctypes.CDLL`, and return the function named in the source
 #   (argument types all `ctypes.c_void_p`). Cache by the SHA-256 of the source: building the same source
-#   twice compiles once. `build_count()` returns how many times `cc` actually ran.
+#   twice compiles once. `build_count()` returns how many times `cc` actually ran. On a busy machine
+#   starting `cc` can fail for a moment (`EAGAIN`, "Resource temporarily unavailable"): try again a few
+#   times before giving up.
 # * `run_kernel(kernel, inputs)`: allocate the outputs, call `kernel.fn` (build it first if it is `None`)
 #   with the data pointers, return the list of output tensors.
 #
@@ -560,11 +579,11 @@ def generate_kernel(gm, group, name):
     else:
         S = list(_val(pointwise[-1]).shape)
     numel = math.prod(S)
-    if reduction is not None and reduction_dims(reduction) is not None and len(S) > 0:
-        cols = S[-1]
+    dims = reduction_dims(reduction) if reduction is not None else None
+    if dims is not None and len(S) > 0 and sorted({d % len(S) for d in dims}) != list(range(len(S))):
+        cols, rows = S[-1], math.prod(S[:-1])     # over the last dim only: one value per row
     else:
-        cols = numel
-    rows = numel // cols if cols else 0
+        cols, rows = numel, 1                     # over everything (however it is spelled): one value
 
     inputs, in_modes = [], []
     for m in members:
@@ -649,9 +668,16 @@ def build(source):
     c_file, so_file = os.path.join(folder, f"{key[:20]}.c"), os.path.join(folder, f"{key[:20]}-{os.getpid()}.so")
     with open(c_file, "w") as f:
         f.write(source)
-    proc = subprocess.run([*CC, c_file, "-o", so_file, "-lm"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"cc failed:\n{proc.stderr[-2000:]}\n{source}")
+    for attempt in range(6):                 # fork can fail for a moment on a busy machine: retry
+        try:
+            proc = subprocess.run([*CC, c_file, "-o", so_file, "-lm"], capture_output=True, text=True)
+        except BlockingIOError:
+            proc = None
+        if proc is not None and (proc.returncode == 0 or "temporarily unavailable" not in proc.stderr):
+            break
+        time.sleep(0.1 * (attempt + 1))
+    if proc is None or proc.returncode != 0:
+        raise RuntimeError(f"cc failed:\n{proc.stderr[-2000:] if proc else 'could not start'}\n{source}")
     _BUILDS[0] += 1
     name = source.split("void ", 1)[1].split("(", 1)[0].strip()
     fn = getattr(ctypes.CDLL(so_file), name)
@@ -706,9 +732,11 @@ check("kernels")
 # your compiler, and wires the results into an `autograd.Function`. Its graphs take one flat list of
 # tensors ("boxed" calling convention: wrap your callable with `make_boxed_func`).
 #
-# **Write** `compile_graph(gm, example_inputs)`: plan the graph, generate and build a kernel per group,
-# and return a boxed callable that runs the graph with every group replaced by its kernel and every other
-# node as the ATen call it was. A tidy way: build a new `fx.Graph` in a topological order of the groups
+# **Write** `fuse_graph(gm)`, which returns the new `GraphModule` and the list of `Kernel`s it runs (one
+# per group of `plan_fusion(gm)`), and `compile_graph(gm, example_inputs)`: plan the graph, generate and
+# build a kernel per group, and return a boxed callable that runs the graph with every group replaced by its
+# kernel and every other node as the ATen call it was. The graders compile and run the kernels `fuse_graph`
+# returns themselves (see part 3), and check the values and gradients of your compiled functions. A tidy way: build a new `fx.Graph` in a topological order of the groups
 # and the remaining nodes (a group can run once all its inputs exist; a plain graph order does not always
 # work), where a group is one `call_function` of a small Python function that calls `run_kernel`, and
 # its outputs are `operator.getitem`s of that call. Append the number of kernels of every graph you
@@ -818,13 +846,18 @@ check("pipeline")
 # %% [markdown] nbgrader={"grade": false, "grade_id": "speed-md", "locked": true, "schema_version": 3, "solution": false}
 # ## Part 5 — Speed (15 points)
 #
-# Nothing new to write: this part grades how fast your backend runs memory-bound pointwise chains on
-# 4M float32 elements (16 MB per tensor), compared with eager PyTorch. The grader compiles a few chains
-# with your backend on one CPU, times calls of the compiled function against eager calls with
-# `torch.set_num_threads(1)`, interleaved, and takes medians. Full marks from 1.2x eager; results must
-# also be right (a fast wrong kernel earns nothing). The cell below measures it for you: Python overhead
-# per call (the runner, `ctypes`, allocating outputs) is small next to 16 MB of traffic, but a kernel that
-# does not vectorise, or an extra copy of every input, is not.
+# Nothing new to write: this part grades how fast the kernel your planner and code generator make runs
+# memory-bound pointwise chains on 4M float32 elements (16 MB per tensor), compared with eager PyTorch.
+# The grader traces a few chains, takes your plan (one group) and your kernel's source, compiles it with
+# `CC`'s flags beside its own harness, and measures, with the operating system's CPU-time accounting, the
+# kernel on one CPU against eager PyTorch with `torch.set_num_threads(1)` on the same CPU, on fresh inputs
+# every round, until two rounds agree. Every timed call's result is checked (a fast wrong kernel earns
+# nothing) and implausible speedups are rejected. Full marks from 1.2x eager (geometric mean). A kernel that
+# does not vectorise is what costs you here: keep the loop body plain float arithmetic and `math.h` calls.
+#
+# The grade is measured on the grading host (Linux, gcc and glibc's vectorised math under `-ffast-math
+# -march=native`). On another system (macOS and clang, say) the cell below and `check("speed")` still run,
+# but their timing need not match the grading host's, and the public check says so instead of failing.
 
 # %% nbgrader={"grade": false, "grade_id": "speed-explore", "locked": false, "schema_version": 3, "solution": false}
 import time

@@ -18,12 +18,23 @@ from autograder.paths import REPO, LabPaths, build_dir, lab_paths
 GRADER_REQUIREMENTS = ("numpy", "pytest", "hypothesis", "nbformat", "rich", "tqdm")
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope image set-up (choose an Ubuntu 24.04 base image: Python 3.12).
+# Gradescope image set-up: the course's Python (3.11) and the CPU build of torch 2.13.0.
+# Ubuntu 22.04 base images ship python3.11 in universe; elsewhere (24.04) it comes from the deadsnakes PPA.
 set -euo pipefail
-apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv util-linux >/dev/null
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install -q -r /autograder/source/requirements-grader.txt
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq util-linux ca-certificates >/dev/null
+if ! apt-get install -y -qq python3.11 python3.11-venv >/dev/null 2>&1; then
+  apt-get install -y -qq software-properties-common >/dev/null
+  add-apt-repository -y ppa:deadsnakes/ppa
+  apt-get update -qq
+  apt-get install -y -qq python3.11 python3.11-venv >/dev/null
+fi
+python3.11 -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install -q --upgrade pip
+/autograder/venv/bin/python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/python -m pip install -q -r /autograder/source/requirements-grader.txt
+/autograder/venv/bin/python -c "import sys, torch; assert sys.version_info[:2] == (3, 11); assert not torch.version.cuda, torch.version.cuda"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -85,9 +96,20 @@ def build(lab: "str | LabPaths", target: Path | None = None) -> Path:
     return target
 
 
+def _is_submit_zip(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return "manifest.json" in zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def find_submission(folder: Path, lab: str) -> Path | None:
-    """The uploaded notebook (or `make submit` zip); prefer one named after the lab."""
-    candidates = sorted(p for p in folder.rglob("*") if p.suffix in (".ipynb", ".zip") and p.is_file())
+    """The uploaded notebook (or `make submit` zip); prefer one named after the lab. Anything else
+    (no files, other files, a zip that is not from `make submit`) is None, which the grader answers with
+    one message: no notebook was found in the submission."""
+    candidates = sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts
+                        and (p.suffix == ".ipynb" or (p.suffix == ".zip" and _is_submit_zip(p))))
     named = [p for p in candidates if p.name.startswith(lab)]
     return (named or candidates or [None])[0]
 

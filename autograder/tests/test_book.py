@@ -281,3 +281,47 @@ def test_browser_lab_handout_renders(book, chromium, tmp_path):
     title = (nb.get("metadata", {}).get("inside_pytorch") or {}).get("title")
     if title:
         assert title.split()[0] in text
+
+
+# --------------------------------------------------------------------------- page errors and search
+def _console_errors(chromium: str, url: str, tmp_path: Path) -> tuple[str, list[str]]:
+    """(DOM, uncaught JS errors) of one page: chromium logs console messages to stderr."""
+    profile = tmp_path / f"chromium-profile-{abs(hash(url))}"
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
+           "--dump-dom", url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}"
+    errors = [line for line in proc.stderr.splitlines()
+              if "CONSOLE" in line and ("Uncaught" in line or "SyntaxError" in line or "Error:" in line)]
+    return proc.stdout, errors
+
+
+def test_no_page_declares_a_script_constant_twice(book):
+    """Every page: no two inline scripts declare the same const (THEBE_JS_URL was declared twice)."""
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        import build as book_build
+    finally:
+        sys.path.pop(0)
+    twice = {p.relative_to(book).as_posix(): names for p in book.rglob("*.html")
+             if (names := book_build.redeclared_constants(p.read_text(encoding="utf-8", errors="replace")))}
+    assert not twice, twice
+
+
+def test_browser_pages_raise_no_javascript_errors(book, chromium, tmp_path):
+    pages = [book / "index.html", _page(LAB01), book / "search.html"]
+    pages += sorted(book.glob("stages/*.html"))[:1] + sorted(book.glob("course/*/*.html"))[:1]
+    for page in pages:
+        _, errors = _console_errors(chromium, page.resolve().as_uri(), tmp_path)
+        assert not errors, f"{page.relative_to(book)}: {errors[:3]}"
+
+
+def test_browser_search_works_offline(book, chromium, tmp_path):
+    """Search from file:// lists the matching pages. (Sphinx then fetches each page for a text snippet;
+    browsers refuse fetch() on file://, so offline results come without snippets: README says so.)"""
+    dom, errors = _console_errors(chromium, (book / "search.html").resolve().as_uri() + "?q=stride", tmp_path)
+    errors = [e for e in errors if not ("Failed to fetch" in e and "searchtools.js" in e)]
+    assert not errors, errors[:3]
+    assert re.search(r'<ul class="search"[^>]*>\s*<li', dom), "searching 'stride' from file:// found no page"

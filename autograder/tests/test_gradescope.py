@@ -54,3 +54,32 @@ def test_run_autograder_with_no_notebook_still_writes_results(toy, tmp_path):  #
     (root / "submission" / "notes.txt").write_text("oops")
     results = run_autograder(root)
     assert results["score"] == 0 and "no notebook was found" in results["output"]
+
+
+def test_every_submission_without_a_notebook_gets_the_same_message(toy, tmp_path):  # noqa: F811
+    """Empty upload, other files only, or a zip that is not from `make submit`: one message, score 0."""
+    messages = set()
+    for case, files in {"empty": {}, "text": {"notes.txt": b"oops"},
+                        "zip": {"lab00_toy.zip": "zip"}, "checkpoint": {".ipynb_checkpoints/x-checkpoint.ipynb": b"{}"}}.items():
+        root, _ = unpack(toy, tmp_path / case)
+        (root / "submission").mkdir()
+        for name, data in files.items():
+            target = root / "submission" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if data == "zip":
+                with zipfile.ZipFile(target, "w") as zf:
+                    zf.writestr("readme.txt", "my work is elsewhere")
+            else:
+                target.write_bytes(data)
+        results = run_autograder(root)
+        assert results["score"] == 0, case
+        messages.add(results["output"].strip())
+    assert len(messages) == 1 and "no notebook was found" in messages.pop()
+
+
+def test_setup_installs_python_311_and_the_cpu_torch_build(toy, tmp_path):  # noqa: F811
+    setup = gradescope.SETUP_SH
+    assert "python3.11 -m venv /autograder/venv" in setup
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in setup
+    proc = subprocess.run(["bash", "-n", "-c", setup], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

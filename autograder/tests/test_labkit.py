@@ -6,6 +6,7 @@ the real lab01 is exercised too when its files exist.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import json
 import os
 import subprocess
@@ -18,8 +19,9 @@ import nbformat
 import pytest
 
 from autograder.tests import lab98_toy as toy
+import labkit
 from labkit import check
-from labkit.checker import UnknownPart
+from labkit.checker import PartNotPassing, UnknownPart
 from labkit.labs import LabDir, LabNotFound, find_lab
 from labkit.notebook import assemble, load_module, read_notebook
 from labkit.status import collect
@@ -53,6 +55,14 @@ def edit_cell(notebook: Path, grade_id: str, source: str) -> None:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             cell.source = source
     nbformat.write(nb, notebook)
+
+
+def ran_solution_cells(changes: dict[str, str] | None = None) -> dict[str, str]:
+    """What labkit remembers after a kernel ran every cell of the reference (cell id -> source)."""
+    from autograder.authoring.generate import solution_notebook
+
+    nb = solution_notebook(toy.SOLUTION)
+    return {c.id: (changes or {}).get(c.metadata["nbgrader"]["grade_id"], c.source) for c in nb.cells}
 
 
 def test_cells_load_without_labkits_own_future_imports():
@@ -110,9 +120,7 @@ def test_check_unknown_part_lists_the_parts(toy_lab):
 
 
 def test_check_finds_the_lab_from_the_working_directory(toy_lab, tmp_path, monkeypatch, capsys):
-    main = types.ModuleType("__main__")
-    main.__dict__.update(toy.solution_namespace())
-    monkeypatch.setitem(sys.modules, "__main__", main)  # a kernel's globals are __main__'s
+    monkeypatch.setattr(labkit, "_ran", ran_solution_cells())   # the kernel ran the solution cells
     monkeypatch.chdir(toy_lab)
     check("add")
     assert capsys.readouterr().out.startswith("add: 3/3 public tests pass")
@@ -131,21 +139,56 @@ def test_check_reimports_edited_tests(toy_lab, capsys):
     assert first.startswith("2/2") and second.startswith("2/3") and "wrong on purpose" in second
 
 
-def test_check_inside_a_jupyter_kernel(toy_lab, tmp_path, monkeypatch):
-    """The real thing: a kernel whose cwd is the lab folder runs the notebook and its check() cells."""
-    from nbclient import NotebookClient
+def run_like_jupyterlab(nb, cwd: Path, env: dict) -> dict[str, str]:
+    """Run every code cell in a real kernel the way JupyterLab does: an execute_request whose metadata
+    carries the cell's id (`cellId`). Returns grade_id -> the cell's stdout and errors."""
+    from jupyter_client.manager import start_new_kernel
 
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd), env=env)
+    outputs = {}
+    try:
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            content = {"code": cell.source, "silent": False, "store_history": True, "user_expressions": {},
+                       "allow_stdin": False, "stop_on_error": True}
+            msg = kc.session.msg("execute_request", content, metadata={"cellId": cell.id})
+            kc.shell_channel.send(msg)
+            text = []
+            while True:
+                reply = kc.get_iopub_msg(timeout=120)
+                if reply["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+                    continue
+                kind, data = reply["msg_type"], reply["content"]
+                if kind == "stream":
+                    text.append(data["text"])
+                elif kind == "error":
+                    text.append(f"{data['ename']}: {data['evalue']}")
+                elif kind == "status" and data["execution_state"] == "idle":
+                    break
+            outputs[cell.metadata["nbgrader"]["grade_id"]] = "".join(text)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return outputs
+
+
+def test_check_inside_a_jupyter_kernel(toy_lab, tmp_path):
+    """The real thing: a kernel whose cwd is the lab folder runs the cells the learner typed (the saved
+    notebook is still the stub) and check() sees the code as last run in each cell."""
     from autograder.authoring.generate import solution_notebook
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(LABS), str(REPO), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(LABS), str(REPO), os.environ.get("PYTHONPATH", "")]),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), IPYTHONDIR=str(tmp_path / "ipython"), OMP_NUM_THREADS="1")
     nb = solution_notebook(toy.SOLUTION)
-    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(toy_lab)}}).execute()
-    outputs = {c.metadata["nbgrader"]["grade_id"]: "".join(o.get("text", "") for o in c.outputs) for c in nb.cells
-               if c.cell_type == "code"}
+    outputs = run_like_jupyterlab(nb, toy_lab, env)
     assert outputs["add"].startswith("add: 3/3 public tests pass"), outputs
     assert outputs["scale"].startswith("scale: 2/2 public tests pass"), outputs
+    for cell in nb.cells:   # the learner breaks scale() and runs its cell again, unsaved
+        if cell.metadata["nbgrader"]["grade_id"] == "scale_impl":
+            cell.source = "def scale(values, factor):\n    return values\n"
+    outputs = run_like_jupyterlab(nb, toy_lab, env)
+    assert outputs["scale"].startswith("scale: 1/2 public tests pass"), outputs
 
 
 def test_plain_pytest_uses_the_notebook_or_LABKIT_NOTEBOOK(toy_lab, tmp_path):
@@ -185,11 +228,13 @@ def test_status_table(labs_copy):
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if "│" in line]
     table = "\n".join(rows)
-    assert any("lab98" in r and "Adding numbers" in r and "0/3" in r and "not started" in r for r in rows), table
+    assert any("lab98" in r and '"add"' in r and "Adding numbers" in r and "not started" in r for r in rows), table
+    assert "Traceback" not in done.stdout + done.stderr
     assert any("lab97" in r and "Adding numbers" in r and " 2 " in r and "3/3" in r and "passing" in r for r in rows), table
-    assert any("Scaling lists" in r and "0/2" in r for r in rows), table
+    assert any("Scaling lists" in r and "0/2" in r and "not started" in r for r in rows), table
     assert any("lab96" in r and "error" in r for r in rows), table
     assert "lab96: the file is not a Jupyter notebook (not valid JSON" in done.stdout
+    assert "Parts passing their public tests: 2 of 10 points" in done.stdout
 
 
 def test_status_contains_a_hanging_notebook(labs_copy):
@@ -344,3 +389,85 @@ def test_lab01_status_and_submit_on_the_committed_stub(tmp_path):
         assert result.total > 0 and result.status == "not started", (part.id, result)
     notebook, manifest = read_submission(make_submission(lab, user="tester", out_dir=tmp_path))
     assert notebook == lab.notebook.read_bytes() and manifest["lab"] == "lab01"
+
+
+# ---- check() as the graders assemble the module ----------------------------------------------------
+
+def test_check_uses_the_code_last_run_in_each_cell_not_the_kernels_globals(toy_lab, monkeypatch, capsys):
+    main = types.ModuleType("__main__")
+    main.__dict__.update(toy.solution_namespace())   # a correct add() lingers in the kernel's globals ...
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(labkit, "_ran", ran_solution_cells({"add_impl": "def add(a, b):\n    return a - b\n"}))
+    monkeypatch.chdir(toy_lab)
+    check("add")                                       # ... but the cell as last run is what counts
+    out = capsys.readouterr().out
+    assert out.startswith("add: 0/3 public tests pass"), out
+
+
+def test_check_with_nothing_run_reads_the_saved_notebook(toy_lab, monkeypatch, capsys):
+    monkeypatch.setattr(labkit, "_ran", {})
+    edit_cell(toy_lab / "lab98_toy.ipynb", "add_impl", "def add(a, b):\n    return a + b\n")
+    monkeypatch.chdir(toy_lab)
+    check("add")
+    check("scale")
+    out = capsys.readouterr().out
+    assert "add: 3/3 public tests pass" in out and "scale: 0/2 public tests pass (not implemented yet" in out
+
+
+@pytest.mark.parametrize("code, how", [
+    ("import torch\n\ndef add(a, b):\n    return a + b\n", "import"),
+    ("def add(a, b):\n    import torch\n    return a + b\n", "import inside the function"),
+    ("def add(a, b):\n    return torch.add(a, b)\n", "torch from an exploration cell"),
+])
+def test_check_says_plainly_when_code_uses_a_denied_module(toy_lab, monkeypatch, capsys, code, how):
+    from labkit import learner
+
+    monkeypatch.setattr(learner, "denied_modules", lambda lab: ("torch",) if lab == "lab98" else ())
+    import labkit.checker as checker_module
+    monkeypatch.setattr(labkit, "_ran", ran_solution_cells({"add_impl": code}))
+    monkeypatch.chdir(toy_lab)
+    import torch  # noqa: F401 - as if an exploration cell had imported it into the kernel
+    checker_module.check("add")
+    out = capsys.readouterr().out
+    assert out.startswith("add: 0/3 public tests pass"), (how, out)
+    assert "torch" in out and "does not allow" in out or "cannot import torch" in out, (how, out)
+
+
+def test_denied_modules_match_the_graders_lab_toml():
+    import tomllib
+
+    from labkit.learner import denied_modules
+    for toml in sorted((REPO / "autograder" / "labs").glob("lab*/lab.toml")):
+        lab = toml.parent.name
+        graders = tuple(tomllib.loads(toml.read_text()).get("deny_modules", []))
+        assert denied_modules(lab) == graders, f"labs/labkit/rules.toml disagrees with {toml.relative_to(REPO)}"
+
+
+def test_check_fails_the_cell_only_under_nbgrader(toy_lab, monkeypatch, capsys):
+    monkeypatch.setattr(labkit, "_ran", {})
+    monkeypatch.chdir(toy_lab)
+    check("add")                                     # a learner's run: a report, never an exception
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    with pytest.raises(PartNotPassing, match="add: 0/3"):
+        check("add")                                 # nbgrader Validate: the unsolved part fails its cell
+    edit_cell(toy_lab / "lab98_toy.ipynb", "add_impl", "def add(a, b):\n    return a + b\n")
+    check("add")                                     # solved: the cell passes
+
+
+def test_find_lab_in_nbgrader_layout(toy_lab, tmp_path):
+    """nbgrader's release/fetch/submit folder is named after the assignment: lab98/lab98_toy.ipynb."""
+    fetched = tmp_path / "home" / "lab98"
+    shutil.copytree(toy_lab, fetched)
+    found = find_lab(cwd=fetched / "tests")
+    assert (found.id, found.slug, found.notebook) == ("lab98", "lab98_toy", fetched / "lab98_toy.ipynb")
+
+
+def test_status_of_an_untouched_lab_runs_nothing(toy_lab, monkeypatch):
+    from labkit import status
+
+    monkeypatch.setattr(status.subprocess, "Popen", None)   # any worker process would fail this test
+    report = collect(LabDir(toy_lab), quick=True)
+    assert {p: r.status for p, r in report.results.items()} == {"add": "not started", "scale": "not started"}
+    edit_cell(toy_lab / "lab98_toy.ipynb", "add_impl", "def add(a, b):\n    return a + b\n")
+    with pytest.raises(TypeError):
+        collect(LabDir(toy_lab), quick=True)                 # started: its tests run (in a worker)

@@ -1,69 +1,169 @@
-"""The nbgrader cycle with simulated students: generate, release, fetch, submit, collect,
-hidden-grader scores into the gradebook, feedback without hidden test text, CSV export."""
+"""nbgrader's own cycle, end to end, with two simulated students (one late):
+
+generate_assignment -> release_assignment -> fetch_assignment (labkit and the public tests come along, so
+check() works in the fetched folder) -> validate (fails unsolved, passes solved) -> submit -> collect ->
+autograde (nbgrader's command, hidden graders inside) -> generate_feedback -> export.
+Every step is the real `nbgrader` command line, run the way an instructor or student types it.
+"""
 from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.authoring.generate import solution_notebook
+from autograder.authoring.generate import render, solution_notebook, student_notebook
 from autograder.bridges import nbgrader as bridge
-from autograder.tests.test_engine import toy  # noqa: F401 - the toy-lab fixture
+from autograder.paths import LabPaths
+
+TOYLAB = Path(__file__).parent / "toylab"
+LATE = "2026-11-23 18:58:32.110655 UTC"     # the format `nbgrader submit` writes
+ON_TIME = "2026-11-23 09:15:00.000001 UTC"
+DUE = "2026-11-23 12:00:00 UTC"
+SETUP_CELL = '''# %% nbgrader={"grade": false, "grade_id": "notebook-setup", "locked": true, "solution": false, "schema_version": 3}
+from labkit import check
+
+'''
+PUBLIC = {
+    "add": "def test_add(lab):\n    assert list(lab.add([1, 2], [3, 4])) == [4, 6], 'add([1, 2], [3, 4]) should be [4, 6]'\n",
+    "scale": "def test_scale(lab):\n    assert list(lab.scale([1, 2], 3)) == [3, 6], 'scale([1, 2], 3) should be [3, 6]'\n",
+}
 
 
-def nbgrader(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    # nbgrader runs the `alembic` command: the venv's bin must be on PATH
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(cwd / ".jupyter"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+def nbgrader(cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    env = {**bridge.environment(), "JUPYTER_CONFIG_DIR": str(cwd / ".jupyter"), "JUPYTER_DATA_DIR": str(cwd / ".jupyter-data")}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    if ok:
+        assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc
 
 
 @pytest.fixture(scope="module")
-def cycle(toy, tmp_path_factory):  # noqa: F811
-    course = bridge.build(tmp_path_factory.mktemp("nbgrader") / "course", [toy])
+def toy(tmp_path_factory) -> LabPaths:
+    """lab00 with a `from labkit import check` cell (as the real labs have) and public tests."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(TOYLAB, root, dirs_exist_ok=True)
+    paths = LabPaths("lab00", "lab00_toy", root)
+    text = paths.solution.read_text()
+    marker = "# %% [markdown]"
+    first = text.index(marker, text.index("# ---", 4))
+    intro_end = text.index("# %%", first + len(marker))
+    paths.solution.write_text(text[:intro_end] + SETUP_CELL + text[intro_end:])
+    paths.public_tests.mkdir(parents=True)
+    for part, source in PUBLIC.items():
+        (paths.public_tests / f"test_{part}.py").write_text(source)
+    paths.release_notebook.write_text(render(student_notebook(paths.solution.read_text())))
+    return paths
+
+
+def answer(paths: LabPaths, changes: dict[str, str]) -> str:
+    """The reference notebook as a learner would type it (no canaries), with some cells changed."""
+    filled = solution_notebook(paths.solution.read_text())
+    for cell in filled.cells:
+        gid = cell.metadata["nbgrader"]["grade_id"]
+        cell.source = changes.get(gid, "\n".join(l for l in cell.source.splitlines() if "IPT-CANARY" not in l))
+    return nbformat.writes(filled)
+
+
+@pytest.fixture(scope="module")
+def cycle(toy, tmp_path_factory):
+    course = bridge.build(tmp_path_factory.mktemp("nbgrader") / "course", [toy], late_penalty="zero")
     nbgrader(course, "generate_assignment", "lab00")
-    released = (course / "release" / "lab00" / "lab00_toy.ipynb").read_text()
-    assert "IPT-CANARY" not in released and "raise NotImplementedError" in released
+    release = course / "release" / "lab00"
+    assert "IPT-CANARY" not in (release / "lab00_toy.ipynb").read_text()
+    assert (release / "labkit" / "__init__.py").is_file() and (release / "tests" / "test_add.py").is_file()
+    nbgrader(course, "db", "assignment", "add", "lab00", f"--duedate={DUE}")
     nbgrader(course, "release_assignment", "lab00")
-    answers = {"alice": {}, "bob": {"scale_impl": "def scale(a, k):\n    return a"}}
-    for student, changes in answers.items():
-        home = tmp_path_factory.mktemp(student)
-        nbgrader(home, "fetch_assignment", "lab00", "--course", bridge.COURSE_ID, f"--Exchange.root={course / 'exchange'}")
-        work = home / "lab00" / "lab00_toy.ipynb"
-        filled = solution_notebook(toy.solution.read_text())
-        for cell in filled.cells:
-            gid = cell.metadata["nbgrader"]["grade_id"]
-            # a learner types the solution: the canary of the reference text is not in it
-            cell.source = changes.get(gid, "\n".join(l for l in cell.source.splitlines() if "IPT-CANARY" not in l))
-        work.write_text(nbformat.writes(filled))
-        nbgrader(home, "submit", "lab00", "--course", bridge.COURSE_ID, f"--student={student}",
-                 f"--Exchange.root={course / 'exchange'}")
+    homes = {}
+    exchange = f"--Exchange.root={course / 'exchange'}"
+    for student in ("alice", "bob"):
+        home = homes[student] = tmp_path_factory.mktemp(student)
+        nbgrader(home, "fetch_assignment", "lab00", "--course", bridge.COURSE_ID, exchange)
+    return {"course": course, "homes": homes, "exchange": exchange}
+
+
+def run_check(folder: Path, part: str) -> str:
+    """check(part) as a fetched notebook's cell runs it: in the assignment folder, with its labkit."""
+    code = f"import labkit; print(labkit.__file__); from labkit import check; check({part!r})"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_fetched_assignment_brings_labkit_and_check_works(cycle):
+    folder = cycle["homes"]["alice"] / "lab00"
+    assert (folder / "lab00_toy.ipynb").is_file()
+    out = run_check(folder, "add")
+    assert str(folder / "labkit") in out.splitlines()[0], "the fetched folder's labkit should be the one imported"
+    assert "add: 0/1 public tests pass (not implemented yet" in out, out
+
+
+def test_validate_fails_unsolved_and_passes_solved(cycle, toy):
+    folder = cycle["homes"]["bob"] / "lab00"
+    unsolved = nbgrader(folder, "validate", "lab00_toy.ipynb")
+    assert "VALIDATION FAILED" in unsolved.stdout + unsolved.stderr, unsolved.stdout[-2000:]
+    solved = cycle["homes"]["alice"] / "lab00"
+    (solved / "lab00_toy.ipynb").write_text(answer(toy, {}))
+    passed = nbgrader(solved, "validate", "lab00_toy.ipynb")
+    assert "Success! Your notebook passes all the tests." in passed.stdout + passed.stderr, passed.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def graded(cycle, toy):
+    course, exchange = cycle["course"], cycle["exchange"]
+    work = {"alice": {}, "bob": {"scale_impl": "def scale(a, k):\n    return a"}}
+    for student, changes in work.items():
+        home = cycle["homes"][student]
+        (home / "lab00" / "lab00_toy.ipynb").write_text(answer(toy, changes))
+        nbgrader(home, "submit", "lab00", "--course", bridge.COURSE_ID, f"--student={student}", exchange)
     nbgrader(course, "collect", "lab00")
+    # the simulated clock: alice before the due date, bob after it, in nbgrader's own timestamp format
+    (course / "submitted" / "alice" / "lab00" / "timestamp.txt").write_text(ON_TIME)
+    (course / "submitted" / "bob" / "lab00" / "timestamp.txt").write_text(LATE)
+    nbgrader(course, "autograde", "lab00")
     return course
 
 
-def test_hidden_scores_reach_the_gradebook_feedback_and_export(toy, cycle):  # noqa: F811
-    graded = dict(bridge.grade_course(toy, cycle))
-    assert graded == {"alice": 15, "bob": 10}
+def gradebook(course):
     from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{cycle / 'gradebook.db'}") as gb:
-        assert gb.find_submission("lab00", "bob").score == 10
-        assert gb.find_grade("scale", "lab00_toy", "lab00", "bob").score == 0
-        assert gb.find_grade("add", "lab00_toy", "lab00", "bob").max_score == 10
+    return Gradebook(f"sqlite:///{course / 'gradebook.db'}", bridge.COURSE_ID)
 
-    nbgrader(cycle, "generate_feedback", "lab00")
-    html = (cycle / "feedback" / "bob" / "lab00" / "lab00_toy.html").read_text()
+
+def test_nbgrader_autograde_scores_with_the_hidden_graders_and_late_penalty(graded):
+    with gradebook(graded) as gb:
+        alice, bob = gb.find_submission("lab00", "alice"), gb.find_submission("lab00", "bob")
+        assert (alice.score, alice.max_score, alice.late_submission_penalty) == (15, 15, 0)
+        assert gb.find_grade("scale", "lab00_toy", "lab00", "bob").score == 0
+        assert gb.find_grade("add", "lab00_toy", "lab00", "bob").score == 10
+        assert bob.timestamp == datetime(2026, 11, 23, 18, 58, 32, 110655), bob.timestamp
+        assert bob.total_seconds_late > 6 * 3600 and alice.total_seconds_late == 0
+        assert bob.late_submission_penalty == 10 and bob.score - bob.late_submission_penalty == 0
+        assert not gb.find_submission_notebook("lab00_toy", "lab00", "alice").needs_manual_grade
+
+
+def test_autograde_again_as_the_formgrader_button_does_never_zeroes(graded, toy):
+    nbgrader(graded, "autograde", "lab00", "--force")
+    assert dict(bridge.grade_course(toy, graded)) == {"alice": 15, "bob": 10}
+    with gradebook(graded) as gb:
+        assert gb.find_submission("lab00", "alice").score == 15
+
+
+def test_feedback_and_export(graded):
+    nbgrader(graded, "generate_feedback", "lab00")
+    html = (graded / "feedback" / "bob" / "lab00" / "lab00_toy.html").read_text()
     assert "Hidden graders: 0 / 5" in html and "scale([1, 2], 0) should be" in html
     for secret in ("IPT-CANARY", "test_scale", "student.run", "assert np.array_equal"):
         assert secret not in html, f"feedback shows hidden text: {secret}"
-
-    nbgrader(cycle, "export", "--to", str(cycle / "grades.csv"))
-    rows = {r["student_id"]: r for r in csv.DictReader((cycle / "grades.csv").open())}
-    assert float(rows["alice"]["raw_score"]) == 15 and float(rows["bob"]["raw_score"]) == 10
+    nbgrader(graded, "export", "--to", str(graded / "grades.csv"))
+    rows = {r["student_id"]: r for r in csv.DictReader((graded / "grades.csv").open())}
+    assert float(rows["alice"]["raw_score"]) == 15 and float(rows["alice"]["score"]) == 15
+    assert float(rows["bob"]["raw_score"]) == 10 and float(rows["bob"]["late_submission_penalty"]) == 10
+    assert float(rows["bob"]["score"]) == 0 and rows["bob"]["timestamp"].startswith("2026-11-23 18:58:32")

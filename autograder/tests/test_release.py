@@ -160,3 +160,23 @@ def test_the_real_release_is_clean(tmp_path):
         if (REPO / "labs" / solution.stem / "tests").is_dir():
             assert (out / "labs" / solution.stem / f"{solution.stem}.ipynb").is_file()
     assert not (out / "solutions").exists() and not (out / "autograder").exists()
+
+
+def test_release_is_the_learners_entry_point(toy_release):
+    """The release's `make lab` is learner-only (labkit's config turns the instructor tools off and the release
+    has no autograder/ to turn them back on); the READMEs send learners to the release and say the repo is private."""
+    from labkit import jupyter
+
+    root, dist, _ = toy_release
+    out = dist / "student"
+    config = json.loads((out / "labs/labkit/jupyter_config/jupyter_server_config.json").read_text())
+    assert config["ServerApp"]["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
+    page = json.loads((out / "labs/labkit/jupyter_config/labconfig/page_config.json").read_text())
+    assert page["disabledExtensions"]["@jupyter/nbgrader:create-assignment"] is True
+    assert jupyter.config_dirs(out) == [jupyter.CONFIG_DIR]             # no instructor config in a release
+    assert jupyter.config_dirs(REPO)[0] == REPO / "autograder/bridges/jupyter_instructor"
+    readme = (REPO / "README.md").read_text()
+    assert "keep it private" in readme
+    learners = readme[readme.index("## For learners"):readme.index("## For instructors")]
+    assert "student release" in learners and "make release" in learners
+    assert "lab:" in (out / "Makefile").read_text() and "make lab" in (out / "README.md").read_text()

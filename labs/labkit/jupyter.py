@@ -1,7 +1,9 @@
-"""`python -m labkit lab`: JupyterLab at the course home with the nbgrader and jupytext extensions.
+"""`python -m labkit lab`: JupyterLab at the course home with the jupytext and nbgrader student extensions.
 
-The extensions are switched on by `jupyter_config/` beside this file (added to JUPYTER_CONFIG_PATH),
-so nothing in the learner's home folder has to change.
+`jupyter_config/` beside this file (added to JUPYTER_CONFIG_PATH, so nothing in the learner's home
+folder changes) switches on jupytext and nbgrader's Assignments and Validate, and switches off the
+instructor tools (Formgrader, Create Assignment, Courses). In the instructor's repository (which has
+autograder/), autograder/bridges/jupyter_instructor/ is put first and switches them back on.
 """
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ from pathlib import Path
 from labkit.labs import COURSE_HOME
 
 CONFIG_DIR = Path(__file__).resolve().parent / "jupyter_config"
+
+
+def config_dirs(home: Path = COURSE_HOME) -> list[Path]:
+    instructor = home / "autograder" / "bridges" / "jupyter_instructor"
+    return ([instructor] if instructor.is_dir() else []) + [CONFIG_DIR]
 
 
 def has_display() -> bool:
@@ -32,7 +39,7 @@ def command(extra: list[str] = (), home: Path = COURSE_HOME) -> list[str]:
 
 def environment(home: Path = COURSE_HOME) -> dict[str, str]:
     env = dict(os.environ)
-    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (str(CONFIG_DIR), env.get("JUPYTER_CONFIG_PATH")) if p)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (*map(str, config_dirs(home)), env.get("JUPYTER_CONFIG_PATH")) if p)
     # kernels find labkit (and the course's helpers) even before `make setup` wrote the .pth file
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(home / "labs"), str(home), env.get("PYTHONPATH")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")

@@ -21,10 +21,11 @@ class LabNotFound(LookupError):
 @dataclass(frozen=True)
 class LabDir:
     path: Path
+    name: str = ""   # the notebook's stem when the folder is not named after it (nbgrader's `lab01/`)
 
     @property
     def slug(self) -> str:
-        return self.path.name
+        return self.name or self.path.name
 
     @property
     def id(self) -> str:
@@ -56,13 +57,33 @@ class LabDir:
                          for p in sorted(self.tests.glob("test_*.py"))]
 
 
+def lab_slug(path: Path) -> str | None:
+    """The lab notebook's stem when `path` is a lab folder: `labs/lab01_strided/` (the course layout)
+    or `lab01/` holding `lab01_strided.ipynb` (nbgrader's release, fetch and submit layout)."""
+    if not path.is_dir():
+        return None
+    if SLUG.match(path.name) and (path / f"{path.name}.ipynb").is_file():
+        return path.name
+    if re.fullmatch(r"lab\d\d", path.name):
+        found = [p.stem for p in path.glob(f"{path.name}_*.ipynb") if SLUG.match(p.stem) and p.is_file()]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
 def is_lab_dir(path: Path) -> bool:
-    return path.is_dir() and SLUG.match(path.name) is not None and (path / f"{path.name}.ipynb").is_file()
+    return lab_slug(path) is not None
+
+
+def lab_dir(path: Path) -> LabDir:
+    path = Path(path).resolve()
+    slug = lab_slug(path)
+    return LabDir(path, "" if slug == path.name else slug or "")
 
 
 def all_labs(root: Path | str = LABS_ROOT) -> list[LabDir]:
     root = Path(root).resolve()
-    return [LabDir(p) for p in sorted(root.iterdir()) if is_lab_dir(p)] if root.is_dir() else []
+    return [lab_dir(p) for p in sorted(root.iterdir()) if is_lab_dir(p)] if root.is_dir() else []
 
 
 def find_lab(lab: str | os.PathLike | None = None, cwd: Path | str | None = None,
@@ -71,7 +92,7 @@ def find_lab(lab: str | os.PathLike | None = None, cwd: Path | str | None = None
     if lab is not None:
         path = Path(lab)
         if is_lab_dir(path):
-            return LabDir(path.resolve())
+            return lab_dir(path)
         for found in all_labs(root):
             if str(lab) in (found.id, found.slug):
                 return found
@@ -80,7 +101,7 @@ def find_lab(lab: str | os.PathLike | None = None, cwd: Path | str | None = None
     here = Path(cwd or os.getcwd()).resolve()
     for path in (here, *here.parents):
         if is_lab_dir(path):
-            return LabDir(path)
+            return lab_dir(path)
     known = ", ".join(f.id for f in all_labs(root)) or "none"
     raise LabNotFound(f"this notebook is not inside a lab folder ({here}); pass lab=..., e.g. "
                       f"check('part', lab='lab01') (labs: {known})")

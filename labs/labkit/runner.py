@@ -33,6 +33,8 @@ class PartResult:
     part: str
     outcomes: list[Outcome] = field(default_factory=list)
     error: str | None = None   # the tests could not run at all (missing file, import error, ...)
+    notes: list[str] = field(default_factory=list)   # cells of the learner's module that failed to load
+    static: bool = False   # "not started" read from the notebook (every stub still there), no test was run
 
     @property
     def passed(self) -> int:
@@ -111,7 +113,21 @@ def _example_note(exc: BaseException) -> str:
     return ""
 
 
-def describe(exc: BaseException, tests_dir: Path) -> tuple[str, str]:
+def _denied_use(exc: BaseException, denied: tuple[str, ...]) -> str | None:
+    """The denied module the learner's code tried to use, if that is why it failed."""
+    from labkit.learner import DeniedModule
+
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, DeniedModule):
+            return exc.name
+        if isinstance(exc, NameError) and getattr(exc, "name", None) in denied:
+            return exc.name
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def describe(exc: BaseException, tests_dir: Path, denied: tuple[str, ...] = ()) -> tuple[str, str]:
     """(kind, learner-readable message) for an exception raised while running a public test."""
     import pytest
 
@@ -125,6 +141,10 @@ def describe(exc: BaseException, tests_dir: Path) -> tuple[str, str]:
     text = str(exc)
     suffix = _example_note(exc)
 
+    module = _denied_use(exc, denied) if denied else None
+    if module:
+        return "denied", (f"your code uses {module}{where}, which this lab does not allow: the graders run your "
+                          f"cells without {module} (exploration cells may use it; exported cells may not)")
     if isinstance(exc, NotImplementedError):
         return "not_implemented", f"not implemented yet (NotImplementedError{where})"
     if isinstance(exc, MissingName):
@@ -142,8 +162,9 @@ def describe(exc: BaseException, tests_dir: Path) -> tuple[str, str]:
 class _Collector:
     """pytest hooks that keep one Outcome per test, with the exception itself at hand."""
 
-    def __init__(self, tests_dir: Path):
+    def __init__(self, tests_dir: Path, denied: tuple[str, ...] = ()):
         self.tests_dir = tests_dir
+        self.denied = denied
         self.outcomes: dict[str, Outcome] = {}
         self.errors: list[str] = []
 
@@ -165,11 +186,12 @@ class _Collector:
         if isinstance(exc, pytest.skip.Exception):
             self.outcomes[name] = Outcome(name, False, "skipped", str(exc))
             return
-        kind, message = describe(exc, self.tests_dir)
+        kind, message = describe(exc, self.tests_dir, self.denied)
         self.outcomes[name] = Outcome(name, False, kind, message)
 
 
-def run_part(labdir: LabDir, part: str, names: dict, origin: str = "your notebook") -> PartResult:
+def run_part(labdir: LabDir, part: str, names: dict, origin: str = "your notebook",
+             denied: tuple[str, ...] = ()) -> PartResult:
     """Run `tests/test_<part>.py` of the lab with the `lab` fixture bound to `names`."""
     import pytest
 
@@ -179,7 +201,7 @@ def run_part(labdir: LabDir, part: str, names: dict, origin: str = "your noteboo
     if not test_file.is_file():
         return PartResult(part, error=f"no public tests for part {part!r} ({test_file.name} is missing)")
     tests_dir = labdir.tests.resolve()
-    collector = _Collector(tests_dir)
+    collector = _Collector(tests_dir, tuple(denied))
     args = [str(test_file), "-q", "-c", str(INI), f"--rootdir={tests_dir}", f"--confcutdir={tests_dir}",
             "--import-mode=importlib", "-p", "no:cacheprovider", "-p", "labkit.pytest_plugin",
             "--disable-plugin-autoload", "-p", "no:faulthandler", "--capture=sys", "-o", "console_output_style=classic"]

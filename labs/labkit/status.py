@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,8 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.labs import LABS_ROOT, LabDir, all_labs
-from labkit.notebook import NotebookError, Part
-from labkit.runner import PartResult
+from concurrent.futures import ThreadPoolExecutor
+
+from labkit.notebook import NotebookError, Part, is_exported, is_solution, read_notebook
+from labkit.runner import Outcome, PartResult
+
+# what `make labs` leaves in a solution region: a lab whose every solution cell still holds it is not started
+STUB = re.compile(r"^[ \t]*# YOUR CODE HERE[ \t]*\n[ \t]*raise NotImplementedError\(\)[ \t]*$", re.M)
 
 DEFAULT_TIMEOUT = 300.0
 STYLES = {"passing": "green", "partial": "yellow", "not started": "dim", "failing": "red",
@@ -49,8 +56,19 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] | None = None) -> LabReport:
-    """Run one lab's public tests in a subprocess; a hang, crash or broken notebook stays contained."""
+def untouched(labdir: LabDir) -> bool:
+    """True when every exported solution cell of the saved notebook still holds its stub
+    (`# YOUR CODE HERE` then `raise NotImplementedError()`), as `make labs` wrote it."""
+    cells = [c for c in read_notebook(labdir.notebook).cells if is_exported(c) and is_solution(c)]
+    return bool(cells) and all(STUB.search(c.source if isinstance(c.source, str) else "".join(c.source))
+                               for c in cells)
+
+
+def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] | None = None,
+            quick: bool = False) -> LabReport:
+    """Run one lab's public tests in a subprocess; a hang, crash or broken notebook stays contained.
+    With `quick`, a lab whose solution cells all still hold their stubs is reported "not started"
+    without running anything (that is what takes a lab's status from seconds to milliseconds)."""
     report = LabReport(labdir)
     try:
         info = labdir.info()
@@ -59,6 +77,10 @@ def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] |
         return report
     report.title = info.title
     report.parts = [p for p in info.parts if parts is None or p.id in parts]
+    if quick and untouched(labdir):
+        for part in report.parts:
+            report.results[part.id] = PartResult(part.id, [Outcome("stub", False, "not_implemented")], static=True)
+        return report
     with tempfile.TemporaryDirectory(prefix="labkit-") as tmp:
         out, log = Path(tmp) / "results.jsonl", Path(tmp) / "output.txt"
         out.touch()
@@ -104,39 +126,49 @@ def render(reports: list[LabReport], console=None, verbose: bool = False) -> Non
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
-    table = Table(title="Public tests of your lab notebooks", title_justify="left")
-    for name, justify in (("Lab", "left"), ("Part", "left"), ("Points", "right"), ("Public tests", "right"), ("Status", "left")):
-        table.add_column(name, justify=justify)
+    console = console or Console(width=max(100, shutil.get_terminal_size((100, 24)).columns))
+    table = Table(title="Your labs: public tests of each part (check(\"part\") runs one in the notebook)",
+                  title_justify="left")
+    for name, justify in (("Lab", "left"), ("check(...)", "left"), ("Part", "left"), ("Points", "right"),
+                          ("Public tests", "right"), ("Status", "left")):
+        table.add_column(name, justify=justify, no_wrap=name != "Part")
+    total_points = passing_points = 0.0
     for report in reports:
         if report.error:
-            table.add_row(report.labdir.id, "[red]notebook cannot be read[/red]", "", "", "[red]error[/red]")
+            table.add_row(report.labdir.id, "", "[red]notebook cannot be read[/red]", "", "", "[red]error[/red]")
             continue
         for index, part in enumerate(report.parts):
             result = report.results.get(part.id)
             word = _status_word(result)
-            tests = f"{result.passed}/{result.total}" if result and not result.error else "-"
-            table.add_row(report.labdir.id if index == 0 else "", Text(part.title), f"{part.points:g}", tests,
-                          Text(word, style=STYLES.get(word, "")))
+            tests = f"{result.passed}/{result.total}" if result and not result.error and not result.static else "-"
+            total_points += part.points
+            passing_points += part.points if word == "passing" else 0
+            table.add_row(report.labdir.id if index == 0 else "", f'"{part.id}"', Text(part.title),
+                          f"{part.points:g}", tests, Text(word, style=STYLES.get(word, "")))
         table.add_section()
     console.print(table)
+    console.print(f"Parts passing their public tests: {passing_points:g} of {total_points:g} points "
+                  "(the hidden graders test more cases).", highlight=False)
     for report in reports:
         lines = ([report.error] if report.error else []) + report.notes
         if verbose:
             for result in report.results.values():
                 lines += [f"{result.part}: {result.error}"] if result.error and result.error not in ("timed out", "crashed") else []
-                lines += [f"{result.part} / {f.test}: {f.message}" for f in result.failures]
+                lines += [f"{result.part} / {f.test}: {f.message}" for f in result.failures if f.kind != "not_implemented"]
         for line in lines:
             console.print(Text.assemble((report.labdir.id, "bold"), ": ", line), highlight=False, soft_wrap=True)
-    if not verbose and any(r.results for r in reports):
+    if not verbose and any(_status_word(r) in ("failing", "partial", "error") for rep in reports
+                           for r in rep.results.values()):
         console.print("Run check(\"part\") in a notebook, or `python -m labkit status -v`, to see what fails.", style="dim")
 
 
 def main(root: Path = LABS_ROOT, timeout: float = DEFAULT_TIMEOUT, verbose: bool = False,
-         only: list[str] | None = None) -> int:
+         only: list[str] | None = None, jobs: int = 2) -> int:
     labs = [lab for lab in all_labs(root) if not only or lab.id in only or lab.slug in only]
     if not labs:
         print(f"no labs found under {root}")
         return 1
-    render([collect(lab, timeout) for lab in labs], verbose=verbose)
+    with ThreadPoolExecutor(max(1, jobs)) as pool:   # each started lab runs in its own process
+        reports = list(pool.map(lambda lab: collect(lab, timeout, quick=True), labs))
+    render(reports, verbose=verbose)
     return 0

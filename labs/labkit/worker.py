@@ -1,6 +1,6 @@
 """`python -m labkit.worker LABDIR OUT.jsonl [PART...]`: one lab's public tests in a throwaway process.
 
-Assembles the exported cells of the lab's working notebook, runs them, then runs each part's public
+Assembles the exported cells of the lab's saved notebook as the graders do (fresh module, deny list), then runs each part's public
 tests against them, appending one JSON line per step to OUT so that a crash or timeout loses little.
 """
 from __future__ import annotations
@@ -10,13 +10,14 @@ import os
 import sys
 from pathlib import Path
 
-from labkit.labs import LabDir
-from labkit.notebook import NotebookError, assemble, lab_info, load_module, read_notebook
+from labkit.labs import lab_dir
+from labkit.learner import denied_modules, learner_module
+from labkit.notebook import NotebookError, lab_info, read_notebook
 from labkit.runner import run_part
 
 
 def main(argv: list[str]) -> int:
-    labdir, out, parts = LabDir(Path(argv[0]).resolve()), Path(argv[1]), argv[2:]
+    labdir, out, parts = lab_dir(Path(argv[0])), Path(argv[1]), argv[2:]
 
     def emit(record: dict) -> None:
         with out.open("a", encoding="utf-8") as stream:
@@ -28,12 +29,12 @@ def main(argv: list[str]) -> int:
     except NotebookError as exc:
         emit({"error": str(exc)})
         return 0
-    assembly = assemble(nb, nb)
-    module, errors = load_module(assembly.cells, name=labdir.slug)
-    emit({"problems": assembly.problems + errors})
+    module, problems = learner_module(labdir, ran={})   # as the graders assemble it, with the deny list
+    emit({"problems": [p for p in problems if "not attempted" not in p]})
     origin = f"your notebook ({labdir.notebook.name})"
+    denied = denied_modules(labdir.id)
     for part in parts or [p.id for p in lab_info(nb).parts]:
-        emit(run_part(labdir, part, module.__dict__, origin).to_dict())
+        emit(run_part(labdir, part, module.__dict__, origin, denied).to_dict())
     return 0
 
 

@@ -12,6 +12,8 @@ import math
 import numpy as np
 import torch
 
+from autograder.engine import replies
+
 MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "channels_last": torch.channels_last}
 
 
@@ -37,6 +39,10 @@ def _index(spec):
 
 def apply(t: torch.Tensor, op) -> torch.Tensor:
     name, args = op[0], op[1:]
+    if name in ("view_t", "reshape_t", "expand_t", "permute_t"):  # one tuple argument instead of *sizes
+        return getattr(t, name[:-2])(tuple(args[0]))
+    if name == "contiguous_kw":
+        return t.contiguous(memory_format=MEMORY_FORMATS[args[0]])
     if name == "view":
         return t.view(*args[0]) if args[0] else t.view(())
     if name == "reshape":
@@ -195,6 +201,10 @@ def _args(values) -> str:
 def fmt_op(expr: str, op) -> str:
     """The PyTorch expression that applies `op` to `expr`."""
     name, args = op[0], op[1:]
+    if name in ("view_t", "reshape_t", "permute_t", "expand_t"):
+        return f"{expr}.{name[:-2]}({fmt_tuple(args[0])})"
+    if name == "contiguous_kw":
+        return f"{expr}.contiguous(memory_format=torch.{args[0]})"
     if name in ("view", "reshape", "permute", "expand"):
         return f"{expr}.{name}({_args(args[0]) or '()'})"
     if name in ("transpose", "select"):
@@ -238,9 +248,50 @@ def describe_got(got) -> str:
 # comparisons: None when equal, else one learner-facing sentence
 
 
+MAX_READ = 1 << 20
+
+
+def read_reply(got, what: str):
+    """Validate one tensor reply of a scenario and read its values here, in P0.
+
+    Returns an error record ({"error", "message"}) or a dict with shape, stride, offset, shares,
+    values (or None) and read_error (a sentence, or None). Anything malformed fails the test."""
+    err = replies.error_reply(got, what)
+    if err is not None:
+        return {"error": err["error"], "message": err.get("message", "")[:300]}
+    got = replies.dict_of(got, {"shape", "stride", "offset", "shares", "storage"}, what)
+    shape = replies.int_list(got["shape"], f"{what}.shape")
+    stride = replies.int_list(got["stride"], f"{what}.stride()")
+    offset = replies.integer(got["offset"], f"{what}.storage_offset()")
+    out = {"shape": shape, "stride": stride, "offset": offset,
+           "shares": replies.boolean(got["shares"], f"{what} (storage shared)"), "values": None, "read_error": None}
+    for key in ("contiguous", "channels_last"):
+        if key in got:
+            value = got[key]
+            out[key] = value if isinstance(value, str) else replies.boolean(value, f"{what}.is_contiguous()")
+    data = got["storage"]
+    if len(stride) != len(shape) or any(n < 0 for n in shape):
+        out["read_error"] = "its shape and strides do not describe a valid layout"
+    elif data is None or not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype.kind not in "biuf":
+        out["read_error"] = "its storage does not hold a 1-D numeric numpy array"
+    elif math.prod(shape) > MAX_READ:
+        out["read_error"] = f"it has {math.prod(shape)} elements"
+    else:
+        pos = np.full((), offset, dtype=np.int64)
+        for n, st in zip(shape, stride, strict=True):
+            pos = pos[..., None] + np.arange(n, dtype=np.int64) * st
+        if pos.size and (pos.min() < 0 or pos.max() >= len(data)):
+            out["read_error"] = (f"its shape, strides and offset reach storage position "
+                                 f"{int(pos.min()) if pos.min() < 0 else int(pos.max())}, outside its storage of size {len(data)}")
+        else:
+            out["values"] = data[pos] if pos.size else np.zeros(shape, dtype=data.dtype)
+    return out
+
+
 def compare_tensor(got, want, what: str, fields=("shape", "stride", "offset", "values", "shares"),
                    views_of: str = "x") -> str | None:
     """Compare one described tensor (scenario vs oracle); `what` names it in PyTorch syntax."""
+    got = read_reply(got, what)
     if "error" in want:
         if "error" in got and got["error"] == want["error"]:
             return None
@@ -276,13 +327,14 @@ def compare_tensor(got, want, what: str, fields=("shape", "stride", "offset", "v
 def compare_chain(got, want, base, ops, fields=("shape", "stride", "offset", "values", "shares")) -> str | None:
     """Step by step; the message names the chain up to the first differing step."""
     lead = f"For x with {fmt_layout(base)}"
+    got_steps = replies.list_of(replies.dict_of(got, {"steps"}, lead)["steps"], f"{lead}: the steps of the chain")
     expr = "x"
     previous = None
-    for i, (op, w) in enumerate(zip(ops, want["steps"])):
+    for i, (op, w) in enumerate(zip(ops, want["steps"], strict=True)):
         expr_i = fmt_op(expr, op)
-        if i >= len(got["steps"]):
+        if i >= len(got_steps):
             return f"{lead}: {expr_i} was never reached (an earlier step stopped the chain)"
-        g = got["steps"][i]
+        g = got_steps[i]
         where = lead if previous is None else f"{lead} ({expr} has {fmt_layout(previous)})"
         message = compare_tensor(g, w, expr_i, fields)
         if message:
@@ -312,7 +364,7 @@ def call(student, context: str, target: str, *args, **kwargs):
 
 def layout(shape, stride, offset=0, extra=0, dtype="int64"):
     """A layout with explicit strides on a storage just large enough (plus `extra` spare elements)."""
-    needed = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    needed = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
     return {"shape": list(shape), "stride": list(stride), "offset": offset,
             "size": max(offset + needed, 1) + extra, "dtype": dtype}
 
@@ -324,3 +376,52 @@ def contiguous_layout(shape, offset=0, extra=0, dtype="int64"):
 
 def numel(shape) -> int:
     return math.prod(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# companions: every fixed case runs together with a success case of the same part, chosen where
+# numpy's own view machinery (reshape without copy, broadcast_to, basic indexing, swapaxes) gives a
+# different answer from PyTorch. A submission that always raises the expected error, or hands the
+# stride logic to numpy, fails every fixed test of the part, not only some.
+
+S, N = "slice", None
+COMPANIONS = {
+    "views": [
+        ([2, 1], [1, 3], 0, [["view", [2, 1, 1]]]),          # new size-1 dims: torch (1, 3, 3), numpy (1, 1, 1)
+        ([1, 4], [3, 4], 1, [["reshape", [1, 4]]]),          # kept size-1 dim: torch (16, 4), numpy (3, 4)
+        ([1, 1], [2, 3], 1, [["view", [1]]]),                # torch (3,), numpy (1,)
+        ([2, 1, 2], [1, 3, 12], 0, [["view", [2, 1, 2]]]),        # torch (1, 24, 12), numpy (1, 3, 12)
+    ],
+    "indexing": [
+        ([3, 4], [4, 1], 0, [["getitem", {S: [5, N, N]}]]),               # empty slice: offset 12 (numpy: 0)
+        ([3, 4], [4, 1], 1, [["getitem", [{S: [N, N, N]}, {S: [4, N, N]}]]]),
+        ([], [], 2, [["transpose", 0, -1]]),                             # 0-d transpose (numpy raises)
+        ([2, 3], [3, 1], 0, [["getitem", [1, {S: [3, N, 2]}]], ["transpose", 0, -1]]),
+    ],
+    "broadcast": [
+        ([3], [1], 0, [["expand", [1, 3]]]),                 # new size-1 dim: torch (3, 1), numpy (0, 1)
+        ([3, 1], [1, 7], 0, [["expand", [2, 3, 1]]]),        # kept size-1 dim: torch (0, 1, 7), numpy (0, 1, 0)
+        ([1, 3], [3, 1], 0, [["broadcast_to", [1, 3]]]),     # torch (3, 1), numpy (0, 1)
+    ],
+    "as_strided": [
+        ([8], [1], 1, [["as_strided", [3, 2], [2, 1], None], ["contiguous"]]),
+        ([3, 2], [1, 3], 0, [["as_strided", [2, 2], [3, 1], 2], ["contiguous"]]),
+    ],
+    "channels_last": [
+        ([2, 3, 2, 2], [12, 4, 2, 1], 1, [["contiguous", "channels_last"]]),
+        ([2, 1, 3, 3], [9, 9, 3, 1], 0, [["contiguous", "channels_last"]]),
+    ],
+}
+
+
+def companion(part: str, i: int):
+    shape, stride, offset, ops = COMPANIONS[part][i % len(COMPANIONS[part])]
+    return layout(shape, stride, offset, extra=1), ops
+
+
+def assert_with_companion(student, part: str, i: int, base, ops, fields=("shape", "stride", "offset", "values", "shares"),
+                          flags=False):
+    """The fixed case, then a success case of the same part (both must hold)."""
+    assert_chain(student, base, ops, fields=fields, flags=flags)
+    c_base, c_ops = companion(part, i)
+    assert_chain(student, c_base, c_ops, fields=fields, flags=flags)

@@ -2,8 +2,9 @@
 
 numpy only (torch is denied in this lab). Inputs and results are safe data. Tensors are built
 directly from (shape, stride, offset) with the locked `Tensor` constructor, so a part is tested
-through its own operations only, and values are read here from the learner's shape, strides and
-offset, independent of the learner's `storage_index`.
+through its own operations only. A result goes back as its layout and a copy of its storage's flat
+contents: P0 reads the values itself from those (never the learner's `storage_index`), after
+validating every field.
 
 Op encoding for `chain` (one list per op, applied left to right):
     ["view", sizes]  ["reshape", sizes]  ["transpose", d0, d1]  ["permute", dims]
@@ -12,7 +13,6 @@ Op encoding for `chain` (one list per op, applied left to right):
 A getitem spec is an int, {"slice": [start, stop, step]} (None allowed), or a list of those (a tuple).
 """
 # IPT-CANARY lab01 hidden-graders
-import math
 
 import numpy as np
 
@@ -42,6 +42,10 @@ def _index(spec):
 
 def _apply(sub, t, op):
     name, args = op[0], op[1:]
+    if name in ("view_t", "reshape_t", "expand_t", "permute_t"):  # one tuple argument instead of *sizes
+        return getattr(t, name[:-2])(tuple(args[0]))
+    if name == "contiguous_kw":
+        return t.contiguous(memory_format=args[0])
     if name == "view":
         return t.view(*args[0]) if args[0] else t.view(())
     if name == "reshape":
@@ -84,30 +88,16 @@ def _same_memory(storage, other):
 
 
 def _describe(sub, t, storages=(), flags=False):
-    """Plain data about a learner tensor: layout, values (read here), storage sharing."""
+    """Plain data about a learner tensor: its layout and its storage's contents (P0 reads the values)."""
     if not isinstance(t, sub.Tensor):
         return {"error": "WrongType", "message": f"returned a {type(t).__name__}, not a Tensor"}
     shape = [int(n) for n in t.shape]
     stride = [int(s) for s in t.stride()]
     offset = int(t.storage_offset())
+    data = getattr(t.storage, "data", None)
+    data = np.array(data, copy=True) if isinstance(data, np.ndarray) and data.ndim == 1 and data.size <= MAX_VALUES else None
     out = {"shape": shape, "stride": stride, "offset": offset,
-           "shares": any(_same_memory(t.storage, s) for s in storages), "values": None, "read_error": None}
-    data = np.asarray(getattr(t.storage, "data", None))
-    if len(stride) != len(shape) or any(n < 0 for n in shape):
-        out["read_error"] = "its shape and strides do not describe a valid layout"
-    elif math.prod(shape) > MAX_VALUES:
-        out["read_error"] = f"it has {math.prod(shape)} elements"
-    elif data.ndim != 1:
-        out["read_error"] = "its storage does not hold a 1-D array"
-    else:
-        pos = np.full((), offset, dtype=np.int64)
-        for n, s in zip(shape, stride):
-            pos = pos[..., None] + np.arange(n, dtype=np.int64) * s
-        if pos.size and (pos.min() < 0 or pos.max() >= len(data)):
-            out["read_error"] = (f"its shape, strides and offset reach storage position "
-                                 f"{int(pos.min()) if pos.min() < 0 else int(pos.max())}, outside its storage of size {len(data)}")
-        else:
-            out["values"] = data[pos] if pos.size else np.zeros(shape, dtype=data.dtype)
+           "shares": any(_same_memory(t.storage, s) for s in storages), "storage": data}
     if flags:
         out["contiguous"] = _flag(lambda: t.is_contiguous())
         out["channels_last"] = _flag(lambda: t.is_contiguous("channels_last"))
@@ -178,9 +168,10 @@ def binary_scalar(sub, op, a, scalar):
     return _describe(sub, out, (ta.storage,))
 
 
-def reduce_sum(sub, layout, dim, keepdim):
+def reduce_sum(sub, layout, dim, keepdim, positional=False):
     t = _make(sub, layout)
-    return _describe(sub, t.sum(dim, keepdim=keepdim), (t.storage,))
+    out = t.sum(dim, keepdim) if positional else t.sum(dim, keepdim=keepdim)
+    return _describe(sub, out, (t.storage,))
 
 
 def channels_last_strides(sub, shapes):

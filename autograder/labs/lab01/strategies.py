@@ -137,7 +137,10 @@ def indexing_op(draw, current):
     shape = list(current.shape)
     ndim = len(shape)
     if ndim == 0:
-        return ["getitem", draw(st.sampled_from([[], 0, [0]]))]
+        return draw(st.sampled_from([["getitem", []], ["getitem", 0], ["getitem", [0]],
+                                     ["transpose", 0, -1], ["transpose", -1, -1], ["transpose", 0, 1],
+                                     ["permute", []], ["permute", [0]], ["select", 0, 0],
+                                     ["getitem", {"slice": [None, None, None]}]]))
     kind = draw(st.sampled_from(["transpose", "permute", "select", "getitem", "getitem", "getitem"]))
     bad = draw(st.integers(0, 7)) == 0
     if kind == "transpose":
@@ -200,7 +203,7 @@ def as_strided_op(draw, current, storage_size):
     ndim = draw(st.integers(0, 3))
     size = [draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, 4)) for _ in range(ndim)]
     stride = [draw(st.integers(0, 5)) for _ in range(ndim)]
-    need = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if 0 not in size else 0
+    need = 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else 0
     room = storage_size - need
     kind = draw(st.sampled_from(["fits"] * 6 + ["default", "oob", "negative_stride", "length", "negative_offset"]))
     if kind == "fits":

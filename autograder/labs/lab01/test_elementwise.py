@@ -38,6 +38,9 @@ BINARY = {
 def test_fixed_binary(student, name):
     op, a, b = BINARY[name]
     _check_binary(student, op, oracle.layout(*a, extra=1), oracle.layout(*b, extra=1))
+    # a success case of the same operation in every test: raising RuntimeError everywhere earns nothing
+    op, a, b = list(BINARY.values())[(list(BINARY).index(name) + 3) % 8]
+    _check_binary(student, op, oracle.layout(*a, extra=2), oracle.layout(*b, extra=1))
 
 
 def test_mixed_dtypes(student):
@@ -80,10 +83,10 @@ def test_generated_binary(student, case):
     _check_binary(student, *case)
 
 
-def _check_sum(student, layout, dim, keepdim):
-    what = f"x.sum({dim}, keepdim={keepdim})"
+def _check_sum(student, layout, dim, keepdim, positional=False):
+    what = f"x.sum({dim}, {keepdim})" if positional else f"x.sum({dim}, keepdim={keepdim})"
     context = f"For x with {fmt_layout(layout)}"
-    got = oracle.call(student, f"{context}: {what}", "lab01.scenarios:reduce_sum", layout, dim, keepdim)
+    got = oracle.call(student, f"{context}: {what}", "lab01.scenarios:reduce_sum", layout, dim, keepdim, positional)
     want = oracle.reduce_sum(layout, dim, keepdim)
     message = oracle.compare_tensor(got, want, what, FIELDS)
     assert message is None, f"{context}: {message}"
@@ -99,20 +102,26 @@ SUMS = {
     "size1-dim": ([2, 1, 3], [3, 5, 1], 0, 1, False),
     "1d": ([5], [2], 1, 0, False),
     "1d-keepdim": ([5], [2], 1, -1, True),
+    "0d-keepdim": ([], [], 2, 0, True),
+    "0d-negative": ([], [], 3, -1, False),
+    "empty-dim": ([2, 0, 3], [1, 1, 2], 0, 1, False),
+    "reduce-empty-dim": ([2, 0, 3], [3, 3, 1], 0, 1, True),
+    "reduce-to-empty": ([0, 3], [3, 1], 0, 1, False),
 }
 
 
 @pytest.mark.parametrize("name", list(SUMS))
 def test_fixed_sum(student, name):
     shape, stride, offset, dim, keepdim = SUMS[name]
-    _check_sum(student, oracle.layout(shape, stride, offset, extra=1), dim, keepdim)
+    _check_sum(student, oracle.layout(shape, stride, offset, extra=1), dim, keepdim, positional=name.startswith("1d"))
 
 
 @pytest.mark.weight(3)
 @examples(50)
 @given(data=st.data())
 def test_generated_sum(student, data):
-    layout = data.draw(layouts(min_dim=1, max_dim=4, zero_strides=True,
+    layout = data.draw(layouts(min_dim=0 if data.draw(st.integers(0, 5)) == 0 else 1, max_dim=4,
+                               min_size=0 if data.draw(st.integers(0, 5)) == 0 else 1, zero_strides=True,
                                dtype=data.draw(st.sampled_from(["int64", "float64"]))))
-    ndim = len(layout["shape"])
+    ndim = max(len(layout["shape"]), 1)
     _check_sum(student, layout, data.draw(st.integers(-ndim, ndim - 1)), data.draw(st.booleans()))

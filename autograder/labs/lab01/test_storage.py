@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autograder.engine import replies
 from autograder.labs.lab01 import oracle
 from autograder.labs.lab01.oracle import fmt_layout, fmt_tuple
 from autograder.labs.lab01.strategies import examples, layouts
@@ -14,7 +15,9 @@ FIXED_SHAPES = [[], [5], [2, 3], [2, 3, 4], [4, 1, 3], [1, 1], [3, 1], [2, 0, 3]
 
 def _check_strides(student, shapes):
     got = oracle.call(student, f"contiguous_strides on shapes {shapes}", "lab01.scenarios:contiguous_strides", shapes)
-    for shape, g, w in zip(shapes, got, oracle.contiguous_strides(shapes)):
+    for (shape, w), g in zip(zip(shapes, oracle.contiguous_strides(shapes), strict=True),
+                             replies.list_of(got, "contiguous_strides over several shapes", len(shapes)), strict=True):
+        g = replies.int_list(g, f"contiguous_strides({fmt_tuple(shape)})")
         assert g == w, (f"contiguous_strides({fmt_tuple(shape)}) should be {fmt_tuple(w)} "
                         f"(torch.empty{fmt_tuple(shape)}.stride()), got {fmt_tuple(g)}")
 
@@ -26,7 +29,7 @@ def test_contiguous_strides_fixed(student):
 @examples(30)
 @given(shapes=st.lists(st.lists(st.integers(0, 5), max_size=5), min_size=1, max_size=4))
 def test_contiguous_strides_generated(student, shapes):
-    _check_strides(student, shapes)
+    _check_strides(student, shapes + [[len(shapes), 0, 2]])  # the zero-size rule in every example
 
 
 def _index_draw(data, shape):
@@ -41,11 +44,18 @@ def _check_facts(student, layout, indices):
     got = oracle.call(student, f"x with {fmt_layout(layout)}", "lab01.scenarios:layout_facts", layout, indices)
     want = oracle.layout_facts(layout, indices)
     lead = f"For x with {fmt_layout(layout)}"
+    got = replies.dict_of(got, {"numel", "contiguous", "storage_index"}, lead)
+    got["numel"] = replies.integer(got["numel"], f"{lead}: x.numel()")
+    got["contiguous"] = replies.boolean(got["contiguous"], f"{lead}: x.is_contiguous()")
+    got["storage_index"] = replies.list_of(got["storage_index"], f"{lead}: storage_index replies", len(indices))
     assert got["numel"] == want["numel"], f"{lead}: x.numel() should be {want['numel']}, got {got['numel']}"
     assert got["contiguous"] == want["contiguous"], (
         f"{lead}: x.is_contiguous() should be {want['contiguous']} like torch, got {got['contiguous']}")
-    for idx, g, w in zip(indices, got["storage_index"], want["storage_index"]):
+    for g, (idx, w) in replies.pairs(got["storage_index"], list(zip(indices, want["storage_index"], strict=True)),
+                                     f"{lead}: storage_index replies"):
         call = f"x.storage_index({fmt_tuple(idx)})"
+        if replies.error_reply(g, call) is None:
+            g = replies.integer(g, f"{lead}: {call}")
         if isinstance(w, dict):
             assert isinstance(g, dict) and g["error"] == w["error"], (
                 f"{lead}: {call} should raise {w['error']} (index out of range; torch: \"{w['message']}\"), "
@@ -76,6 +86,8 @@ def test_layout_fixed(student, shape, stride, offset):
         indices.append([shape[0]] + [0] * (len(shape) - 1))
         indices.append([-shape[0] - 1] + [0] * (len(shape) - 1))
     _check_facts(student, layout, indices)
+    # and, in every test, a transposed layout with indices in and out of range
+    _check_facts(student, oracle.layout([4, 3], [1, 4], 1, extra=1), [[3, 2], [-1, 0], [4, 0], [0, -4]])
 
 
 @examples(60)

@@ -13,11 +13,18 @@ ops, applied in order (an operand is a value name or a number):
                                       log_softmax max (stores name and name + ".indices") detach
     ["backward", root, gradient_or_None, retain_graph]
     ["hook", target, tag, factor_or_None]   the hook logs ["hook", tag, grad] and returns grad * factor
+                                         (factor "shift": returns grad + 1, which tells one call with the
+                                         total from several calls with parts, by values alone)
+    ["attempt", name, opname, *args]     like let, but an error is the answer: logs ["error", i, type,
+                                         message] or ["ok", i]
     ["remove_hook", tag]    ["retain_grad", target]    ["zero_grad", input]
     ["no_grad_begin"]    ["no_grad_end"]    ["grad_enabled"]
-    ["no_grad_raises"]                   a no_grad block left by an exception
+    ["no_grad_raises"]                   a no_grad block left by an exception (grad mode logged inside and after)
     ["decorated", name, target, factor]  name = target * factor inside a @no_grad()-decorated function
-    ["graph", name]                      the graph behind a value, as [label, [child index or -1]] rows
+    ["graph", name]                      the graph behind a value, as [label, [child index or -1]] rows, and
+                                         the gradients of its inputs found by walking that graph (a ones
+                                         gradient): on the learner side by a small engine here that runs the
+                                         locked given nodes, so a graph is judged by what it computes
 With "given": true, add/mul/sum (full) use the lab's given_add/given_mul/given_sum, whose backward
 formulas are locked, so the graph/engine/hooks parts do not depend on the learner's op formulas.
 """
@@ -72,6 +79,42 @@ class LearnerAPI:
     def node_name(self, node):
         return type(node).__name__
 
+    def graph_grads(self, env, inputs, t):
+        """Input gradients of sum(t) found by walking the learner's recorded graph (not the learner's engine)."""
+        out = {n: None for n in inputs}
+        root = t.grad_fn
+        if root is None:
+            return out
+        seen, order, stack = {}, [], [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen[id(node)] = node
+            stack.append((node, True))
+            for child, _ in node.next_functions:
+                if child is not None and id(child) not in seen:
+                    stack.append((child, False))
+        buffers = {id(root): np.ones(np.shape(t.data))}
+        for node in reversed(order):
+            grad = buffers.pop(id(node), None)
+            if grad is None:
+                continue
+            if type(node).__name__ == "AccumulateGrad":
+                owner = [n for n in inputs if env[n] is node.variable]
+                if owner:
+                    out[owner[0]] = grad if out[owner[0]] is None else out[owner[0]] + grad
+                continue
+            grads = node.apply(grad)
+            for k, (child, _) in enumerate(node.next_functions):
+                if child is not None:
+                    g = np.asarray(grads[k], dtype=np.float64)
+                    buffers[id(child)] = g if id(child) not in buffers else buffers[id(child)] + g
+        return {n: None if g is None else _safe(np.array(g, dtype=np.float64)) for n, g in out.items()}
+
 
 def _binary(op, a, b):
     if op == "add":
@@ -125,7 +168,8 @@ def _let(api, env, opname, args):
 
 
 def _graph(api, env, inputs, t):
-    """The graph behind t: rows [label, [child row or -1 for None]] in breadth-first order."""
+    """The graph behind t: rows [label, [child row or -1 for None]] in breadth-first order (an edge whose output
+    number is not 0 shows as the text "output <nr>")."""
     root = t.grad_fn
     if root is None:
         return []
@@ -138,7 +182,10 @@ def _graph(api, env, inputs, t):
         else:
             label = "op"
         children = []
-        for child, _ in node.next_functions:
+        for child, nr in node.next_functions:
+            if nr != 0:  # every op of this lab (and torch's ops here) has one output: edges end at output 0
+                children.append(f"output {nr!r}")
+                continue
             if child is None:
                 children.append(-1)
                 continue
@@ -161,7 +208,10 @@ def interpret(api, prog):
     def make_hook(tag, factor):
         def hook(grad):
             log.append(["hook", tag, api.numpy(grad)])
-            return None if factor is None else grad * factor
+            if factor is None:
+                return None
+            # through api.binary: in given programs the lab's given ops, so hooks never need part 4's classes
+            return api.binary("add", grad, 1.0) if factor == "shift" else api.binary("mul", grad, float(factor))
         return hook
 
     def snapshot():
@@ -170,9 +220,17 @@ def interpret(api, prog):
 
     for i, op in enumerate(prog["ops"]):
         kind = op[0]
-        if kind == "let":
+        if kind in ("let", "attempt"):
             name, opname, args = op[1], op[2], op[3:]
-            out = _let(api, env, opname, args)
+            if kind == "attempt":
+                try:
+                    out = _let(api, env, opname, args)
+                except Exception as exc:  # noqa: BLE001 - the error is the answer
+                    log.append(["error", i, type(exc).__name__, str(exc)[:300]])
+                    continue
+                log.append(["ok", i])
+            else:
+                out = _let(api, env, opname, args)
             if opname == "max":
                 out, indices = out
                 values[name + ".indices"] = _safe(np.array(indices.numpy() if hasattr(indices, "numpy") else indices,
@@ -218,6 +276,7 @@ def interpret(api, prog):
         elif kind == "no_grad_raises":
             try:
                 with api.no_grad():
+                    log.append(["grad_enabled", i, api.is_grad_enabled()])
                     raise KeyError("inside no_grad")
             except KeyError:
                 pass
@@ -235,7 +294,7 @@ def interpret(api, prog):
             flags[name] = [bool(out.requires_grad), bool(out.is_leaf), out.grad_fn is not None]
             log.append(["grad_enabled", i, api.is_grad_enabled()])
         elif kind == "graph":
-            log.append(["graph", i, _graph(api, env, inputs, env[op[1]])])
+            log.append(["graph", i, _graph(api, env, inputs, env[op[1]]), api.graph_grads(env, inputs, env[op[1]])])
         else:
             raise ValueError(f"unknown program step {kind!r}")  # a grader bug
     while contexts:
@@ -266,7 +325,7 @@ def perturbed_outputs(sub, prog, input_name, eps):
             result = interpret(LearnerAPI(sub, env_prog["given"]), env_prog)
             f.append(float((result["values"][lets[-1][1]] * weight).sum()))
         out[idx] = (f[0] - f[1]) / (2 * eps)
-    return out
+    return _safe(out)
 
 
 def deep_chain(sub, n, given):
@@ -281,12 +340,12 @@ def deep_chain(sub, n, given):
 
 
 def ladder(sub, n, given):
-    """n diamonds in a row (2**n paths): y <- y * 0.5 + y * 0.5; returns x.grad (ones)."""
+    """n diamonds in a row (2**n paths): y <- y * 0.5 + y * 0.75; returns x.grad (1.25 ** n)."""
     api = LearnerAPI(sub, given)
     x = api.tensor(np.array([1.0, -1.0, 3.0]), True)
     y = x
     for _ in range(n):
-        y = api.binary("add", api.binary("mul", y, 0.5), api.binary("mul", y, 0.5))
+        y = api.binary("add", api.binary("mul", y, 0.5), api.binary("mul", y, 0.75))
     y.backward(api.tensor(np.ones(3), False))
     return api.grad(x)
 

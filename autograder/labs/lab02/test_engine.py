@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 
 from autograder.labs.lab02 import oracle
-from autograder.labs.lab02.strategies import programs
+from autograder.labs.lab02.strategies import edge_programs, programs
 
 X = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
 W = np.array([[2.0, 1.0, -1.0], [0.5, 4.0, 1.5]])
@@ -32,6 +32,13 @@ FIXED = {
     "leaf-root": prog([["backward", "x", G, False]]),
     "accumulates-across-backwards": prog(LOSS + [["backward", "s", None, False], ["let", "b", "mul", "x", 3.0],
                                                  ["let", "t", "sum", "b", None, False], ["backward", "t", None, False]]),
+    "leaf-root-twice": prog([["backward", "x", G, False], ["backward", "x", G, False]]),
+    "zero-d-leaf-and-root": prog([["let", "a", "mul", "s", "x"], ["let", "b", "add", "a", "s"], ["let", "t", "sum", "b", None, False],
+                                  ["backward", "t", None, False]], (("x", X, True), ("s", np.array(-1.5), True))),
+    "size-0-leaf": prog([["let", "a", "mul", "e", "e"], ["let", "t", "sum", "a", None, False], ["let", "q", "mul", "s", "s"],
+                         ["let", "u", "add", "t", "q"], ["backward", "u", None, False]], (("e", np.zeros((0, 3)), True), ("s", np.array(2.0), True))),
+    "one-element-root-without-gradient": prog([["let", "a", "mul", "o", "o"], ["backward", "a", None, False]],
+                                              (("o", np.array([[3.0]]), True),)),
     "zero-grad-then-backward": prog(LOSS + [["backward", "s", None, False], ["zero_grad", "x"],
                                             ["let", "b", "mul", "x", "x"], ["backward", "b", G, False]]),
 }
@@ -44,10 +51,17 @@ def test_fixed_backward(student, name):
 
 ERRORS = {
     "second-backward": prog(LOSS + [["backward", "s", None, False], ["backward", "s", None, False]]),
-    "nonscalar-without-gradient": prog([["let", "a", "mul", "x", "w"], ["backward", "a", None, False]]),
-    "gradient-shape-mismatch": prog([["let", "a", "mul", "x", "w"], ["backward", "a", np.ones(3), False]]),
+    # every error is followed by a backward of the same kind that works (an engine that always raises gets nothing)
+    "nonscalar-without-gradient": prog([["let", "a", "mul", "x", "w"], ["backward", "a", None, False],
+                                        ["backward", "a", G, False]]),
+    "gradient-shape-mismatch": prog([["let", "a", "mul", "x", "w"], ["backward", "a", np.ones(3), False],
+                                     ["backward", "a", G, False]]),
+    "zero-d-root-gradient-shape": prog([["let", "a", "mul", "x", "w"], ["let", "s", "sum", "a", None, False],
+                                        ["backward", "s", np.ones(1), True], ["backward", "s", np.array(2.5), False]]),
     "root-without-grad": prog([["let", "a", "mul", "c", 2.0], ["let", "s", "sum", "a", None, False],
-                               ["backward", "s", None, False]], (("x", X, True), ("c", W, False))),
+                               ["backward", "s", None, False], ["let", "b", "mul", "c", "x"],
+                               ["let", "t", "sum", "b", None, False], ["backward", "t", None, False]],
+                              (("x", X, True), ("c", W, False))),
 }
 
 
@@ -63,6 +77,7 @@ RETAIN = {
     "retain-twice": prog(LOSS + [["backward", "s", None, True], ["backward", "s", None, True], ["backward", "s", None, True]]),
     "no-saved-values-can-rerun": prog([["let", "a", "add", "x", "w"], ["let", "s", "sum", "a", None, False],
                                        ["backward", "s", None, False], ["backward", "s", None, False]]),
+    "retain-zero-grad-again": prog(LOSS + [["backward", "s", None, True], ["zero_grad", "x"], ["backward", "s", None, False]]),
     "freed-midway-graph": prog([["let", "a", "add", "x", "w"], ["let", "b", "mul", "a", 2.0],
                                 ["let", "s", "sum", "b", None, False], ["backward", "s", None, False],
                                 ["let", "t", "sum", "a", None, False], ["backward", "t", None, False],
@@ -87,10 +102,10 @@ def test_deep_chain(student):
 
 @pytest.mark.weight(3)
 def test_ladder_of_diamonds(student):
-    got = oracle.call(student, "40 diamonds in a row (y = y * 0.5 + y * 0.5, 2**40 paths), then backward; "
+    got = oracle.call(student, "40 diamonds in a row (y = y * 0.5 + y * 0.75, 2**40 paths), then backward; "
                       "each node must run once, after all its gradient has arrived",
                       "lab02.scenarios:ladder", 40, True)
-    msg = oracle.compare_array(got, np.ones(3), "x.grad after 40 diamonds")
+    msg = oracle.compare_array(got, np.full(3, 1.25 ** 40), "x.grad after 40 diamonds")
     assert msg is None, msg
 
 
@@ -98,6 +113,13 @@ def test_ladder_of_diamonds(student):
 @oracle.examples(25)
 @given(p=programs(ops=("add", "mul"), given=True, broadcast=False, max_steps=8))
 def test_generated_programs(student, p):
+    oracle.check_generated(student, p)
+
+@pytest.mark.weight(4)
+@oracle.examples(20)
+@given(p=edge_programs(ops=("add", "mul", "sum"), given=True, hooks=False))
+def test_edge_programs(student, p):
+    """0-d and size-0 inputs, 0-d against larger ones, backward twice (retain_graph, zero_grad, freed values)."""
     oracle.check_generated(student, p)
 
 # IPT-CANARY lab02 test_engine.py: hidden grading text, never shown to learners

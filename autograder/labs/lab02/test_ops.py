@@ -5,20 +5,29 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from autograder.engine import replies
 from autograder.labs.lab02 import oracle
-from autograder.labs.lab02.strategies import ELEMENTWISE, programs
+from autograder.labs.lab02.strategies import EDGE_BINARY, EDGE_UNARY, ELEMENTWISE, edge_programs, programs
 
-SUM_TO_SIZE = [((2, 3), (2, 3)), ((4, 3), (3,)), ((4, 3), (1, 3)), ((4, 3), (4, 1)), ((2, 4, 3), (4, 1)),
-               ((2, 4, 3), (1, 1)), ((2, 4, 3), ()), ((3, 1, 5), (1, 5)), ((2, 3), (1, 1))]
+# each group pairs a case that a shortcut could pass (identity, zeros, the first element) with one it cannot
+SUM_TO_SIZE = [[((2, 3), (2, 3)), ((4, 3), (3,))], [((4, 3), (1, 3)), ((0, 3), (3,))], [((4, 3), (4, 1)), ((2, 0), (1, 0))],
+               [((2, 4, 3), (4, 1)), ((2, 0), (2, 0))], [((2, 4, 3), (1, 1)), ((), ())], [((2, 4, 3), ()), ((1, 1), (1,))],
+               [((3, 1, 5), (1, 5)), ((0, 3), (1, 3))], [((2, 3), (1, 1)), ((3,), (1,))], [((4,), ()), ((2, 1, 3), (1, 1, 3))],
+               [((1, 4), (1, 1))]]
 
 
 @pytest.mark.weight(2)
-@pytest.mark.parametrize("shapes", SUM_TO_SIZE, ids=str)
-def test_sum_to_size(student, shapes):
-    shape_in, shape_out = shapes
+@pytest.mark.parametrize("group", SUM_TO_SIZE, ids=str)
+def test_sum_to_size(student, group):
+    for shape_in, shape_out in group:
+        _check_sum_to_size(student, shape_in, shape_out)
+
+
+def _check_sum_to_size(student, shape_in, shape_out):
     context = f"sum_to_size(grad of shape {shape_in}, {shape_out})"
-    got = oracle.call(student, context, "lab02.scenarios:sum_to_size", list(shape_in), list(shape_out), 7)
-    grad = np.random.default_rng(7).normal(size=shape_in)
+    seed = 7 + len(shape_in) + sum(shape_in)
+    got = oracle.call(student, context, "lab02.scenarios:sum_to_size", list(shape_in), list(shape_out), seed)
+    grad = np.random.default_rng(seed).normal(size=shape_in)
     want = torch.from_numpy(grad).sum_to_size(shape_out).numpy()
     msg = oracle.compare_array(got, want, context)
     assert msg is None, msg
@@ -52,13 +61,27 @@ FIXED = {
     "pow-3": prog([["let", "v", "pow", "x", 3.0]], [("x", X)]),
     "pow-half": prog([["let", "v", "pow", "p", 0.5]], [("p", P)]),
     "pow-minus-one": prog([["let", "v", "pow", "p", -1.0]], [("p", P)]),
-    "pow-zero": prog([["let", "v", "pow", "x", 0.0]], [("x", X)]),
+    "pow-one": prog([["let", "v", "pow", "x", 1.0], ["let", "w", "mul", "v", "x"]], [("x", X)]),
+    "pow-zero": prog([["let", "v", "pow", "x", 0.0], ["let", "u", "mul", "v", "x"], ["let", "w", "mul", "u", 2.5]], [("x", np.array([0.5, 0.0, -2.0]))]),
     "exp": prog([["let", "v", "exp", "x"]], [("x", X)]),
     "log": prog([["let", "v", "log", "p"]], [("p", P)]),
     "tanh": prog([["let", "v", "tanh", "x"]], [("x", X)]),
     "sigmoid": prog([["let", "v", "sigmoid", "x"]], [("x", X)]),
     "relu": prog([["let", "v", "relu", "x"]], [("x", X)]),
-    "relu-at-zero": prog([["let", "z", "sub", "x", "x"], ["let", "v", "relu", "z"]], [("x", X)]),
+    "relu-then-sqrt": prog([["let", "r", "relu", "x"], ["let", "v", "pow", "r", 0.5]], [("x", np.array([-1.0, 0.0, 2.25, 0.0]))]),
+    "pow-negative-base": prog([["let", "v", "pow", "x", 3.0], ["let", "w", "pow", "x", -1.0], ["let", "u", "add", "v", "w"]],
+                              [("x", X)]),
+    "reflected-div-broadcast": prog([["let", "v", "div", 2.0, "q"], ["let", "w", "mul", "v", "x"]], [("x", X), ("q", PROW)]),
+    "reflected-sub-zero-d": prog([["let", "v", "sub", 3.0, "s"], ["let", "w", "mul", "v", "x"]], [("x", X), ("s", np.array(0.5))]),
+    "size-1-both-sides": prog([["let", "v", "mul", "c", "r"], ["let", "w", "sub", "v", "c"]], [("c", np.array([[0.5], [-2.0], [1.0]])),
+                                                                                             ("r", np.array([[1.5, -0.5]]))]),
+    "size-0-broadcast": {"inputs": [["e", np.zeros((0, 3)), True], ["r", ROW, True], ["o", np.array([[2.0, 1.0, 0.5]]), True]],
+                         "given": False,
+                         "ops": [["let", "v", "add", "e", "r"], ["let", "w", "mul", "v", "o"], ["backward", "w", np.zeros((0, 3)), False],
+                                 ["let", "u", "div", "r", "o"], ["backward", "u", np.array([[1.0, -2.0, 0.5]]), False]]},
+    "zero-d-times-tensor": prog([["let", "v", "mul", "s", "x"], ["let", "w", "div", "v", "s"], ["let", "u", "tanh", "w"]],
+                                [("x", X), ("s", np.array(1.5))]),
+    "relu-at-zero": prog([["let", "z", "sub", "x", "x"], ["let", "r", "relu", "z"], ["let", "t", "mul", "x", 3.0], ["let", "v", "add", "r", "t"]], [("x", X)]),
 }
 
 
@@ -92,12 +115,25 @@ def test_finite_differences(student, p, data):
     fd_prog = dict(p, fd_weight=weight)
     got_fd = oracle.call(student, f"For `{oracle.describe(p)}` (finite differences)",
                          "lab02.scenarios:perturbed_outputs", fd_prog, name, 1e-6)
-    got = oracle.call(student, f"For `{oracle.describe(p)}`", "lab02.scenarios:program", p)
-    backward = [e for e in got["log"] if e[0] == "backward"]
-    assert backward, f"For `{oracle.describe(p)}`: backward did not complete"
-    mine = backward[-1][2]["grads"][name]
-    msg = oracle.compare_array(mine, np.asarray(got_fd), f"d({root})/d{name} (your backward vs finite differences of your forward)",
+    context = f"For `{oracle.describe(p)}`"
+    shape = np.shape([v for n, v, _ in p["inputs"] if n == name][0])
+    got_fd = np.asarray(replies.number(got_fd, f"{context}: finite differences of your forward", finite=False)) if shape == () \
+        else replies.array(got_fd, f"{context}: finite differences of your forward", shape=shape, kind="f")
+    got = replies.dict_of(oracle.call(student, context, "lab02.scenarios:program", p), ("values", "flags", "log"), context)
+    events, _ = oracle._split_log(got["log"], context)
+    backward = [e for e in events if e[0] == "backward" and len(e) == 3 and isinstance(e[2], dict)
+                and isinstance(e[2].get("grads"), dict)]
+    assert backward, f"{context}: backward did not complete"
+    mine = backward[-1][2]["grads"].get(name)
+    msg = oracle.compare_array(mine, got_fd, f"d({root})/d{name} (your backward vs finite differences of your forward)",
                                rtol=1e-4, atol=1e-5)
     assert msg is None, f"For `{oracle.describe(p)}`: {msg}"
+
+@pytest.mark.weight(5)
+@oracle.examples(25)
+@given(p=edge_programs(ops=tuple(EDGE_UNARY + EDGE_BINARY), hooks=False, second=False))
+def test_edge_programs(student, p):
+    """0-d, size-0 and size-1 broadcasting (also against 0), numbers on either side, negative bases, relu at 0."""
+    oracle.check_generated(student, p)
 
 # IPT-CANARY lab02 test_ops.py: hidden grading text, never shown to learners

@@ -304,25 +304,35 @@ def key_names(bits) -> str:
 
 
 # -- real torch oracles ----------------------------------------------------------------------------
-def close(got, want, what, rtol=1e-7, atol=1e-9):
-    assert got is not None, f"{what}: got nothing (None)"
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: expected shape {list(want.shape)}, got {list(got.shape)}"
+def close(got, want, what, rtol=1e-7, atol=1e-9, dtype=None):
+    """Validate a reply (an array of the expected shape and dtype kind, or a list of numbers) and compare it."""
+    from autograder.engine import replies
+    if isinstance(want, list):
+        items = replies.list_of(got, what, len(want))
+        got = np.array([replies.number(g, f"{what}[{i}]") for i, g in enumerate(items)])
+        want = np.asarray(want, dtype=float)
+    else:
+        want = np.asarray(want)
+        got = replies.array(got, what, shape=want.shape, dtype=dtype, kind=None if dtype is not None else want.dtype.kind)
     if not np.allclose(got, want, rtol=rtol, atol=atol):
-        raise AssertionError(f"{what}: values differ from PyTorch's by up to {float(np.max(np.abs(got - want))):.3g}")
+        worst = float(np.nanmax(np.abs(got.astype(float) - want.astype(float)))) if got.size else 0.0
+        raise AssertionError(f"{what}: values differ from PyTorch's by up to {worst:.3g}")
 
 
 def softplus(x, beta, gout, v):
-    xt = torch.tensor(x, requires_grad=True)
+    xt = torch.tensor(np.asarray(x), requires_grad=True)
     y = torch.nn.functional.softplus(xt, beta, threshold=1e6)
-    (g,) = torch.autograd.grad(y, xt, torch.tensor(gout), create_graph=True)
-    (h,) = torch.autograd.grad((g * torch.tensor(v)).sum(), xt)
+    (g,) = torch.autograd.grad(y, xt, torch.tensor(np.asarray(gout)), create_graph=True)
+    (h,) = torch.autograd.grad((g * torch.tensor(np.asarray(v))).sum(), xt, allow_unused=True)
+    h = torch.zeros_like(xt) if h is None else h
     return {"out": y.detach().numpy(), "grad": g.detach().numpy(), "hvp": h.numpy()}
 
 
-def softplus_compiled(x, beta):
+def softplus_compiled(x, beta, swap=None):
     xt = torch.tensor(x, requires_grad=True)
-    y = torch.nn.functional.softplus(xt * 2, beta, threshold=1e6).sin() + xt
+    inner = xt * 2
+    inner = inner * swap if swap is not None else torch.nn.functional.softplus(inner, beta, threshold=1e6)
+    y = inner.sin() + xt
     (g,) = torch.autograd.grad(y.sum(), xt)
     return y.detach().numpy(), g.numpy()
 
@@ -341,21 +351,25 @@ def log_step(name, seed):
     model, x = shared.build_model(name, seed)
     with _RefLogger() as mode:
         model(x).sum().backward()
-    return {"ops": mode.ops, "grads": {n: p.grad.numpy() for n, p in model.named_parameters()}}
+    return {"ops": mode.ops, "grads": {n: None if p.grad is None else p.grad.numpy() for n, p in model.named_parameters()}}
 
 
 def mode_direct(a, b):
-    at, bt = torch.from_numpy(a), torch.from_numpy(b)
     with _RefLogger() as mode:
-        c = torch.mm(at, bt)
-        d = torch.sum(c, dim=1, keepdim=True)
-        e = torch.softmax(c, dim=-1)
-        z = torch.zeros(2, dtype=torch.float64)
-    return {"ops": mode.ops, "c": c.numpy(), "d": d.numpy(), "e": e.numpy(), "z": z.numpy()}
+        values = shared._direct_program(a, b)
+    with _RefLogger() as second:
+        torch.ones(2).neg()
+    out = {key: t.numpy() for key, t in values.items()}
+    out["ops"], out["second_ops"] = mode.ops, second.ops
+    return out
 
 
-def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1):
+def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None):
     model = shared.build_mlp(sizes, seed)
+    if weights is not None:
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(torch.from_numpy(weights[n]))
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     losses = []
@@ -365,6 +379,15 @@ def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1):
         losses.append(float(loss.item()))
         loss.backward()
         opt.step()
-    return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()}}
+    return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()},
+            "grads": {n: p.grad.numpy().copy() for n, p in model.named_parameters()},
+            "shapes": {n: list(p.shape) for n, p in model.named_parameters()}}
+
+
+def start_weights(sizes, seed):
+    """P0's start weights for device_sgd (written into the payloads by the scenario)."""
+    rng = np.random.default_rng(1000 + seed)
+    model = shared.build_mlp(sizes, seed)
+    return {n: (rng.standard_normal(tuple(p.shape)) * 0.5).astype(np.float32) for n, p in model.named_parameters()}
 
 # IPT-CANARY lab04 oracle.py: hidden grading text, never shown to learners

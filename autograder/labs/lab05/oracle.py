@@ -26,6 +26,20 @@ def segment_size(n):
     return -(-n // (2 * MiB)) * (2 * MiB)
 
 
+STAT_NAMES = ("allocated_bytes", "requested_bytes", "reserved_bytes", "active", "segment",
+              "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free")
+
+
+def format_size(nbytes):
+    if nbytes <= 1024:
+        return f"{nbytes} bytes"
+    if nbytes <= MiB:
+        return f"{nbytes / KiB:.2f} KiB"
+    if nbytes <= 1024 * MiB:
+        return f"{nbytes / MiB:.2f} MiB"
+    return f"{nbytes / (1024 * MiB):.2f} GiB"
+
+
 class OutOfMemory(Exception):
     pass
 
@@ -37,8 +51,7 @@ class RefAllocator:
         self.capacity, self.used, self.next_addr = capacity, 0, BASE
         self.segments = {}        # seg addr -> {"size", "pool", "blocks": [[addr, size, allocated, requested]]}
         self.live = {}            # addr -> seg addr
-        self.cur = dict.fromkeys(("allocated_bytes", "requested_bytes", "reserved_bytes", "active", "segment",
-                                  "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free"), 0)
+        self.cur = dict.fromkeys(STAT_NAMES, 0)
         self.peak = dict(self.cur)
 
     def bump(self, k, d):
@@ -107,6 +120,27 @@ class RefAllocator:
         if i > 0 and not blocks[i - 1][2]:
             blocks[i - 1][1] += blocks.pop(i)[1]
 
+    def release_all(self):
+        """release_cached_blocks() / empty_cache()."""
+        self._release_all()
+
+    def snapshot(self):
+        """The allocator state in the shape of scenarios.snapshot's answer (after checks.snapshot)."""
+        blocks, pool_keys = {}, {"small": [], "large": []}
+        for seg_addr, seg in self.segments.items():
+            bl = seg["blocks"]
+            rows = []
+            for j, b in enumerate(bl):
+                rows.append((b[0], b[1], b[2], seg["pool"], bl[j - 1][0] if j > 0 else None,
+                             bl[j + 1][0] if j + 1 < len(bl) else None))
+                if not b[2]:
+                    pool_keys[seg["pool"]].append((b[1], b[0]))
+            blocks[seg_addr] = sorted(rows)
+        return {"device": sorted((a, s["size"]) for a, s in self.segments.items()),
+                "blocks": blocks, "active": sorted(self.live),
+                "pool_keys": {k: sorted(v) for k, v in pool_keys.items()},
+                "stats": {k: (self.cur[k], self.peak[k]) for k in STAT_NAMES}}
+
     def stats(self):
         out = {}
         for k in ("allocated_bytes", "requested_bytes", "reserved_bytes", "active", "segment"):
@@ -123,28 +157,51 @@ class RefAllocator:
         return out
 
 
-def run(events, capacity, stats=False):
-    """The reference run of a trace, in the shape of scenarios.run_trace's answer."""
+def run(events, capacity, stats=False, snapshots=False):
+    """The reference run of a trace, in the shape of scenarios.run_trace's answer.
+
+    Events: ["alloc", id, nbytes]; ["free", id, _] (skipped when that alloc failed);
+    ["bad_free", id, delta]: free(address of tensor id + delta), or free(delta) when id < 0, which must
+    raise ValueError and change nothing; ["empty_cache", 0, 0]: release_cached_blocks()."""
     a = RefAllocator(capacity)
-    live, addresses, ooms, rows, timeline = {}, [], [], [], [(0, 0)]
+    live, last, addresses, errors, rows, snaps, timeline = {}, {}, [], [], [], [], [(0, 0)]
     for i, (kind, ident, nbytes) in enumerate(events):
+        addr = None
         if kind == "alloc":
             try:
-                live[ident] = a.malloc(nbytes)
-                addresses.append(live[ident])
-            except OutOfMemory:
-                ooms.append(i)
-                addresses.append(None)
-        elif ident in live:
-            addr = live.pop(ident)
-            a.free(addr)
-            addresses.append(addr)
+                addr = live[ident] = last[ident] = a.malloc(nbytes)
+            except OutOfMemory as e:
+                size = e.args[0]
+                errors.append([i, "OutOfMemoryError", f"Tried to allocate {format_size(segment_size(size))}.",
+                               format_size(a.capacity - a.used)])
+        elif kind == "free":
+            if ident in live:
+                addr = live.pop(ident)
+                a.free(addr)
+        elif kind == "bad_free":
+            if ident >= 0 and ident not in last:
+                addresses.append(None)      # that allocation failed: nothing to free
+                timeline.append(timeline[-1])
+                if stats:
+                    rows.append(a.stats())
+                if snapshots:
+                    snaps.append(a.snapshot())
+                continue
+            target = nbytes if ident < 0 else last[ident] + nbytes
+            assert target not in a.live, "a bad_free event must name an address that is not live"
+            errors.append([i, "ValueError", None, None])
+        elif kind == "empty_cache":
+            a.release_all()
         else:
-            addresses.append(None)
+            raise ValueError(kind)
+        addresses.append(addr)
         if stats:
             rows.append(a.stats())
+        if snapshots:
+            snaps.append(a.snapshot())
         timeline.append((a.cur["allocated_bytes"], a.cur["reserved_bytes"]))
-    return {"addresses": addresses, "ooms": ooms, "stats": rows, "final": a.stats(), "timeline": timeline}
+    return {"addresses": addresses, "errors": errors, "ooms": [e[0] for e in errors if e[1] == "OutOfMemoryError"],
+            "stats": rows, "snapshots": snaps, "final": a.stats(), "snapshot": a.snapshot(), "timeline": timeline}
 
 
 def load_trace(name):
@@ -158,101 +215,41 @@ def no_cache_device_mallocs(events):
     return sum(1 for e in events if e[0] == "alloc")
 
 
-def check_snapshot(snap, where=""):
-    """Invariants of one allocator state (a scenarios.snapshot). Returns None or a learner-readable problem."""
-    device = {a: s for a, s in snap["device"]}
-    blocks = {int(k): v for k, v in snap["blocks"].items()}
-    for seg in blocks:
-        if seg not in device:
-            return f"{where}blocks claim segment {seg:#x}, which the device does not hold (a released segment still has blocks?)"
-    for seg, size in device.items():
-        bl = sorted(blocks.get(seg, []))
-        if not bl:
-            return (f"{where}segment {seg:#x} ({size} bytes) has no block in `active` or in a pool: "
-                    "its bytes are lost (a free block that never went back into its pool?)")
-        pos = seg
-        for addr, bsize, allocated, pool, prev, nxt in bl:
-            if addr % 512 or bsize % 512 or bsize <= 0:
-                return f"{where}block {addr:#x} of {bsize} bytes is not a positive multiple of 512 bytes at a 512-aligned address"
-            if addr < pos:
-                return f"{where}blocks overlap in segment {seg:#x}: a block at {addr:#x} starts before the previous one ends at {pos:#x}"
-            if addr > pos:
-                return f"{where}bytes {pos:#x}..{addr:#x} of segment {seg:#x} belong to no block (lost when splitting or merging?)"
-            pos = addr + bsize
-        if pos != seg + size:
-            return f"{where}the blocks of segment {seg:#x} cover {pos - seg} bytes, the segment has {size}"
-        pools = {b[3] for b in bl}
-        if len(pools) != 1:
-            return f"{where}segment {seg:#x} has blocks of both pools: {sorted(pools)}"
-        for j, b in enumerate(bl):
-            want_prev = bl[j - 1][0] if j > 0 else None
-            want_next = bl[j + 1][0] if j + 1 < len(bl) else None
-            if b[4] != want_prev or b[5] != want_next:
-                return (f"{where}block {b[0]:#x}: prev/next should be the neighbouring blocks of its segment "
-                        f"({want_prev and hex(want_prev)}, {want_next and hex(want_next)}), got "
-                        f"({b[4] and hex(b[4])}, {b[5] and hex(b[5])})")
-            if j > 0 and not b[2] and not bl[j - 1][2]:
-                return f"{where}neighbouring free blocks {bl[j - 1][0]:#x} and {b[0]:#x} were not coalesced"
-    free_keys = {}
-    for bl in blocks.values():
-        for addr, bsize, allocated, pool, _, _ in bl:
-            if not allocated:
-                free_keys.setdefault(pool, []).append([bsize, addr])
-    for pool in ("small", "large"):
-        want = sorted(free_keys.get(pool, []))
-        got = snap["pool_keys"].get(pool, [])
-        if got != want:
-            return f"{where}the {pool} pool's keys {got[:4]}... do not match its free blocks {want[:4]}..."
-    return None
-
-
-def check_live_no_overlap(events, addresses):
-    """No two live allocations (by rounded request size) overlap at any time."""
-    import bisect
-    live_by_id, starts, ends = {}, [], {}
-    for i, ((kind, ident, nbytes), addr) in enumerate(zip(events, addresses)):
-        if kind == "alloc":
-            if addr is None:
-                continue
-            if not isinstance(addr, int):
-                return f"event {i}: malloc returned {addr!r}, not an int address"
-            size = round_size(nbytes)
-            k = bisect.bisect_left(starts, addr)
-            if k < len(starts) and starts[k] < addr + size:
-                return f"event {i}: the block at {addr:#x} for {nbytes} bytes overlaps a live tensor at {starts[k]:#x}"
-            if k > 0 and starts[k - 1] + ends[starts[k - 1]] > addr:
-                return f"event {i}: the block at {addr:#x} overlaps the live tensor at {starts[k - 1]:#x}"
-            starts.insert(k, addr)
-            ends[addr] = size
-            live_by_id[ident] = addr
-        elif ident in live_by_id:
-            a = live_by_id.pop(ident)
-            starts.remove(a)
-            del ends[a]
-    return None
-
-
-SIZES = st.one_of(st.integers(1, 4096), st.integers(4097, MiB), st.integers(MiB + 1, 12 * MiB),
-                  st.integers(12 * MiB, 40 * MiB), st.sampled_from([512, 1024, MiB, MiB + 1, 10 * MiB, 2 * MiB]))
+# sizes right at the rounding, pool, segment-size and split boundaries: base +- a few bytes
+EDGE_BASES = (512, 1024, 4096, 64 * KiB, 512 * KiB, MiB - 512, MiB, 2 * MiB, 3 * MiB, 9 * MiB, 10 * MiB,
+              12 * MiB, 19 * MiB, 20 * MiB, 21 * MiB)
+EDGE_DELTAS = (-512, -511, -1, 0, 1, 511, 512)
+BOUNDARY = st.builds(lambda b, d: max(0, b + d), st.sampled_from(EDGE_BASES), st.sampled_from(EDGE_DELTAS))
+SIZES = st.one_of(st.integers(0, 4096), st.integers(4097, MiB), st.integers(MiB + 1, 12 * MiB),
+                  st.integers(12 * MiB, 40 * MiB), BOUNDARY, BOUNDARY)
 
 
 @st.composite
-def traces(draw, min_size=4, max_size=60, sizes=SIZES):
-    """A malloc/free trace: each step allocates, or frees a live tensor chosen by the drawn index."""
-    steps = draw(st.lists(st.tuples(st.integers(0, 2), sizes, st.integers(0, 10 ** 6)),
+def traces(draw, min_size=4, max_size=60, sizes=SIZES, bad_frees=False, empty_cache=False):
+    """A malloc/free trace: each step allocates, or frees a live tensor chosen by the drawn index (so frees
+    come out of order). With bad_frees, some frees are followed by a double free of the same address and some
+    allocations by a free of an address inside the block; with empty_cache, some steps release the cache."""
+    steps = draw(st.lists(st.tuples(st.integers(0, 5), sizes, st.integers(0, 10 ** 6)),
                           min_size=min_size, max_size=max_size))
     events, live, next_id = [], [], 0
     for op, size, pick in steps:
-        if op == 0 and live:
+        if op in (0, 1) and live:
             ident, n = live.pop(pick % len(live))
             events.append(["free", ident, n])
+            if bad_frees and op == 1 and pick % 3 == 0:
+                events.append(["bad_free", ident, 0])
+        elif op == 2 and empty_cache:
+            events.append(["empty_cache", 0, 0])
         else:
             events.append(["alloc", next_id, size])
             live.append((next_id, size))
+            if bad_frees and op == 3 and round_size(size) >= 1024 and pick % 2 == 0:
+                events.append(["bad_free", next_id, 512 * (1 + pick % (round_size(size) // 512 - 1))])
             next_id += 1
     # free a random half of what is left, so traces end with holes and coalescing
     for ident, n in live[::2]:
         events.append(["free", ident, n])
     return events
+
 
 # IPT-CANARY lab05 oracle.py: hidden grading text, never shown to learners

@@ -2,13 +2,13 @@
 
 torch is allowed in this lab. The trusted side (P0) imports this module too, for the model builders
 and `describe` (the same description of a graph on both sides), so nothing here has side effects at
-import. Before calling learner code, the ready-made torch.fx pass of the part is disabled by swapping
-the function objects' code (saved references stop working too) and put back afterwards.
+import. Nothing here enforces anything: the learner's code runs first in this process and could undo it.
+Where the lab forbids the ready-made fx pass, the models carry cases on which that pass and the lab's
+rules disagree (harness modules below), and P0 compares values with its own oracle.
 """
 # IPT-CANARY lab06 scenarios.py: hidden grading text, never shown to learners
 import math
 import operator
-import time
 
 import numpy as np
 import torch
@@ -36,73 +36,12 @@ def _flat(out):
     return []
 
 
-# -- disabling the shortcuts ------------------------------------------------------------------------
-def _raiser_code(func, what):
-    names = func.__code__.co_freevars
-    src = "def _outer():\n" + "".join(f"    {n} = None\n" for n in names)
-    src += "    def _disabled(*args, **kwargs):\n"
-    if names:
-        src += "        " + ", ".join(names) + "\n"
-    src += f"        raise RuntimeError({what + ' is disabled while this part is graded: write it yourself'!r})\n"
-    src += "    return _disabled\n"
-    ns = {}
-    exec(src, ns)
-    return ns["_outer"]().__code__
-
-
-class disabled:
-    """Context manager: the given (function, name) pairs raise RuntimeError while inside."""
-
-    def __init__(self, funcs):
-        self.funcs, self.saved = funcs, []
-
-    def __enter__(self):
-        for func, what in self.funcs:
-            self.saved.append((func, func.__code__))
-            func.__code__ = _raiser_code(func, what)
-        return self
-
-    def __exit__(self, *exc):
-        for func, code in reversed(self.saved):
-            func.__code__ = code
-        return False
-
-
-def _shortcuts(part):
-    fx = torch.fx
-    out = []
-    if part in ("tracer", "codegen"):
-        out += [(fx.symbolic_trace, "torch.fx.symbolic_trace"), (fx.Tracer.trace, "torch.fx.Tracer.trace")]
-    if part == "codegen":
-        from torch.fx.graph import CodeGen
-        out += [(fx.Graph.python_code, "torch.fx.Graph.python_code"), (CodeGen._gen_python_code, "torch.fx's code generation")]
-    if part == "shape_prop":
-        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-        from torch.fx.passes.shape_prop import ShapeProp, _extract_tensor_metadata
-        out += [(ShapeProp.run_node, "ShapeProp"), (ShapeProp.propagate, "ShapeProp"), (_extract_tensor_metadata, "ShapeProp"),
-                (FakeTensorProp.run_node, "FakeTensorProp"), (FakeTensorProp.propagate, "FakeTensorProp")]
-    if part == "conv_bn_fold":
-        import torch.fx.experimental.optimization as opt
-        import torch.nn.utils.fusion as fusion
-        out += [(opt.fuse, "torch.fx.experimental.optimization.fuse"), (fusion.fuse_conv_bn_eval, "fuse_conv_bn_eval"),
-                (fusion.fuse_conv_bn_weights, "fuse_conv_bn_weights")]
-    if part == "dce_cse":
-        from torch.fx.passes.dialect.common.cse_pass import CSEPass
-        out += [(fx.Graph.eliminate_dead_code, "Graph.eliminate_dead_code"), (CSEPass.call, "CSEPass")]
-    if part == "rewrite":
-        import torch.fx.subgraph_rewriter as rw
-        from torch.fx.passes.utils.matcher_utils import SubgraphMatcher
-        out += [(rw.replace_pattern, "replace_pattern"), (rw.replace_pattern_with_filters, "replace_pattern_with_filters"),
-                (rw._replace_pattern, "replace_pattern"), (SubgraphMatcher.match, "SubgraphMatcher")]
-    if part == "run_graph":
-        out += [(fx.Interpreter.run, "torch.fx.Interpreter"), (fx.Interpreter.run_node, "torch.fx.Interpreter")]
-    return out
-
-
 # -- describing a graph (real fx or the learner's) as plain data ------------------------------------
 def target_str(t):
     if isinstance(t, str):
         return t
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
     mod = getattr(t, "__module__", None) or ""
     mod = "operator" if mod == "_operator" else mod
     name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or repr(t)
@@ -319,7 +258,9 @@ class Methods(nn.Module):
 
 
 PROGRAM_OPS = ["add", "sub", "mul", "rsub", "rmul", "neg", "relu", "tanh", "sigmoid", "softmax", "cat_slice",
-               "matmul", "linear", "param", "div", "getitem"]
+               "matmul", "linear", "param", "div", "getitem", "eq", "ne", "floordiv", "mod", "pow", "rdiv", "lt_reflected",
+               "shape", "T", "kw_method", "sum_kw", "where", "pos"]
+PROBE_OPS = [op for op in PROGRAM_OPS if op not in ("linear", "param")]
 
 
 class Program(nn.Module):
@@ -365,6 +306,32 @@ class Program(nn.Module):
                 v = a * self.w
             elif op == "div":
                 v = a / (c + 2.0)
+            elif op == "eq":
+                v = (a == b) * c + a
+            elif op == "ne":
+                v = a * (a != c)
+            elif op == "floordiv":
+                v = a // (c + 3.5)
+            elif op == "mod":
+                v = a % 1.5
+            elif op == "pow":
+                v = a ** 2
+            elif op == "rdiv":
+                v = c / (a * a + 1)
+            elif op == "lt_reflected":
+                v = (c < a) * a
+            elif op == "shape":
+                v = a * a.shape[0] + a.size(1)
+            elif op == "T":
+                v = (a.T @ b)[:4]
+            elif op == "kw_method":
+                v = a.transpose(dim0=0, dim1=1).transpose(0, 1)
+            elif op == "sum_kw":
+                v = a - a.sum(dim=1, keepdim=True)
+            elif op == "where":
+                v = torch.where(a > b, a, b)
+            elif op == "pos":
+                v = +a - b
             else:
                 v = a[1:3].repeat(2, 1)
             vals.append(v)
@@ -633,38 +600,201 @@ class Heavy(nn.Module):
         return h + big[:8, :8]
 
 
+# -- harnesses: the lab's rules where the ready-made fx pass follows others ------------------------
+class TraceHarness(nn.Module):
+    """Wraps a model with what the lab traces differently from torch.fx (a buffer read once and used twice,
+    a plain tensor attribute, an unregistered module) and what the old reference got wrong (==, !=,
+    attributes used as values)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("shift", torch.linspace(-1.0, 1.0, 3))
+        self.k = torch.tensor([0.5, 2.0, -1.0])      # a plain attribute: neither parameter nor buffer
+        self.loose = [nn.Tanh()]                      # not registered: traced through
+
+    def extra(self, out):
+        s = self.shift
+        t = self.loose[0](s * self.k) + s
+        flag = (s == 0.0) != (t > 0)
+        tt = t.T                              # one attribute used twice: one getattr node
+        return out, tt * s.shape[0] + tt - self.shift, flag
+
+
+class TraceHarness1(TraceHarness):
+    def forward(self, x):
+        return self.extra(self.inner(x))
+
+
+class TraceHarness2(TraceHarness):
+    def forward(self, x, y):
+        return self.extra(self.inner(x, y))
+
+
+class FoldHarness(nn.Module):
+    """Side paths fx's `fuse` folds and this lab does not: Linear + BatchNorm1d, Conv1d + BatchNorm1d."""
+
+    def __init__(self, inner, channels):
+        super().__init__()
+        self.inner = inner
+        self.lin, self.lbn = nn.Linear(channels, 4), nn.BatchNorm1d(4)
+        self.c1d, self.cbn = nn.Conv1d(channels, 3, 1), nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        flat = x.flatten(2)
+        return self.inner(x), self.lbn(self.lin(flat.mean(-1))), self.cbn(self.c1d(flat))
+
+
+class CleanHarness(nn.Module):
+    """Mutations fx's default purity does not see, a value read before and after an in-place op, and
+    constants of different types (fx's CSEPass merges x + 2 and x + 2.0 and ignores mutations)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        out = self.inner(x)
+        t = x.clone()
+        v1 = t * 3
+        t.mul_(2)                      # result unused, but it changes t
+        v2 = t * 3                     # not the same value as v1
+        w = x * 0.5
+        F.relu(w, inplace=True)        # changes w
+        a1, a2 = x + 2, x + 2.0
+        r1, r2 = x.abs(), x.abs()       # after the last barrier: these merge
+        dead = (w - 1).sum()           # noqa: F841
+        dead2 = torch.cat([x, w], dim=1)[:, ::2].relu()  # noqa: F841
+        return out, v1 + v2 + w + a1 * a2 + r1 * r2
+
+
+class SiluHarness(nn.Module):
+    """A spelling one replace_pattern pattern does not cover: methods, sigmoid first."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x), x.sigmoid().mul(x)
+
+
+class ShapeHarness(nn.Module):
+    """Adds views that start inside their storage (storage offsets ShapeProp does not record)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x), x.flatten()[1:], x.reshape(-1)[3:].view(1, -1), x[:0] * 2   # a size-0 value: 0 bytes
+
+
+class ShapeHarness2(ShapeHarness):
+    def forward(self, x, y):
+        return self.inner(x, y), x.flatten()[1:], x.reshape(-1)[3:].view(1, -1), x[:0] * 2   # a size-0 value: 0 bytes
+
+
+FOLD_CHANNELS = {"resnet": 3, "fold_shared_out": 3, "fold_conv_twice": 4, "fold_odd": 4}
+
+
+def harnessed(part, name, seed=0, program=None):
+    """(model, inputs) of a part's graded model: the plain model inside the part's harness."""
+    model, inputs = build(name, seed, program)
+    torch.manual_seed(seed + 7)
+    if part == "tracer":
+        return (TraceHarness1 if len(inputs) == 1 else TraceHarness2)(model), inputs
+    if part == "fold":
+        return _randomize_bn(FoldHarness(model, FOLD_CHANNELS[name]), seed).eval(), inputs
+    if part == "clean":
+        return CleanHarness(model).eval(), inputs
+    if part == "silu":
+        return SiluHarness(model), inputs
+    if part == "shapes":
+        return (ShapeHarness if len(inputs) == 1 else ShapeHarness2)(model).eval(), inputs
+    raise KeyError(part)
+
+
+def stale_scale(graph, factor=3.0):
+    """Edit a graph WITHOUT recompiling: its first output becomes `first * factor` (call_function
+    operator.mul); a GraphModule's generated code no longer matches its graph."""
+    out = next(n for n in graph.nodes if n.op == "output")
+    ret = out.args[0]
+    first = ret[0] if isinstance(ret, (tuple, list)) else ret
+    with graph.inserting_before(out):
+        scaled = graph.call_function(operator.mul, (first, factor))
+    if isinstance(ret, (tuple, list)):
+        out.args = (type(ret)([scaled, *ret[1:]]),)
+    else:
+        out.args = (scaled,)
+    return scaled
+
+
 # -- part tracer ------------------------------------------------------------------------------------
-def trace_model(sub, name, seed=0, program=None):
-    model, _ = build(name, seed, program)
-    with disabled(_shortcuts("tracer")):
-        graph = sub.mini_trace(model)
-    return describe(graph.nodes)
+class _ProbeSelf:
+    def __init__(self, program):
+        self.program = program
 
 
-def trace_errors(sub):
-    """Control flow on a traced value must raise TraceError; the patched nn.Module methods come back."""
+def probe_run(x, y, program):
+    """A straight-line program run directly on two proxies (the learner's, or torch.fx's in P0)."""
+    return Program.forward(_ProbeSelf([list(step) for step in program]), x, y)
+
+
+def probe(sub, program):
+    """The learner's Proxy and MiniTracer.create_proxy used directly, without mini_trace."""
+    tracer = sub.MiniTracer()
+    tracer.graph = sub.Graph()
+    x = tracer.create_proxy("placeholder", "x", (), {})
+    y = tracer.create_proxy("placeholder", "y", (), {})
+    out = probe_run(x, y, program)
+    tracer.graph.output(sub.map_aggregate(out, lambda a: a.node if isinstance(a, sub.Proxy) else a))
+    return describe(tracer.graph.nodes)
+
+
+def trace_model(sub, name, seed=0, program=None, probe_program=None):
+    model, _ = harnessed("tracer", name, seed, program)
+    graph = sub.mini_trace(model)
+    out = {"graph": describe(graph.nodes)}
+    if probe_program is not None:
+        out["probe"] = probe(sub, probe_program)
+    return out
+
+
+def trace_errors(sub, probe_program=None):
+    """Control flow on a traced value must raise TraceError; nn.Module works again afterwards (an eager
+    call and a second trace)."""
     class Branch(nn.Module):
         def forward(self, x):
             if x.sum() > 0:
                 return x
             return -x
 
+    class Compare(nn.Module):
+        def forward(self, x, y):
+            return x if x == y else y
+
     class Loop(nn.Module):
         def forward(self, x):
             return [v for v in x]
 
     out = {}
-    call, getattr_ = nn.Module.__call__, nn.Module.__getattr__
-    for name, model in (("branch", Branch()), ("iterate", Loop())):
+    for name, model in (("branch", Branch()), ("compare", Compare()), ("iterate", Loop())):
         try:
-            with disabled(_shortcuts("tracer")):
-                sub.mini_trace(model)
+            sub.mini_trace(model)
             out[name] = "no error"
         except Exception as exc:  # noqa: BLE001
             out[name] = type(exc).__name__
-    out["restored"] = nn.Module.__call__ is call and nn.Module.__getattr__ is getattr_
-    m = nn.Linear(2, 2)
-    out["eager_after"] = bool(isinstance(m(torch.ones(1, 2)), torch.Tensor))
+    torch.manual_seed(3)
+    lin = nn.Linear(3, 2)
+    try:
+        out["eager_after"] = _flat(lin(torch.arange(6.0).reshape(2, 3)))
+    except Exception as exc:  # noqa: BLE001
+        out["eager_after"] = _error(exc)
+    model, _ = harnessed("tracer", "twice")
+    out["graph_after"] = describe(sub.mini_trace(model).nodes)
+    if probe_program is not None:
+        out["probe"] = probe(sub, probe_program)
     return out
 
 
@@ -672,19 +802,22 @@ def trace_errors(sub):
 def codegen_run(sub, name, seed=0, program=None, bump=False):
     model, inputs = build(name, seed, program)
     graph = sub.from_fx(torch.fx.symbolic_trace(model))
-    with disabled(_shortcuts("codegen")):
-        mini = sub.MiniGraphModule(model, graph)
-        code = mini.code
-        outs = _flat(mini(*inputs))
-        result = {"outs": outs, "code_is_str": isinstance(code, str), "has_def": isinstance(code, str) and "def forward" in code,
-                  "is_module": isinstance(mini, nn.Module),
-                  "state_dict": sorted(mini.state_dict().keys()) if isinstance(mini, nn.Module) else None,
-                  "structure": _structure(mini(*inputs))}
-        if bump:
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.mul_(1.5)
-            result["bumped"] = _flat(mini(*inputs))
+    mini = sub.MiniGraphModule(model, graph)
+    code = mini.code
+    src, glob = sub.python_code(graph)
+    first = mini(*inputs)
+    result = {"outs": _flat(first), "code": code if isinstance(code, str) else None,
+              "source": src if isinstance(src, str) else None,
+              "globals": sorted(str(k) for k in glob) if isinstance(glob, dict) else None,
+              "names": [n.name for n in graph.nodes], "ops": [n.op for n in graph.nodes],
+              "is_module": isinstance(mini, nn.Module),
+              "state_dict": sorted(mini.state_dict().keys()) if isinstance(mini, nn.Module) else None,
+              "structure": _structure(first)}
+    if bump:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1.5)
+        result["bumped"] = _flat(mini(*inputs))
     return result
 
 
@@ -701,20 +834,24 @@ def _structure(out):
 
 
 # -- part shape_prop --------------------------------------------------------------------------------
+META_KEYS = ("shape", "dtype", "stride", "storage_offset", "requires_grad")
+
+
+def _meta_plain(m):
+    def get(key, conv):
+        return conv(m[key]) if key in m else None
+    return {"shape": get("shape", lambda v: [int(x) for x in v]), "dtype": get("dtype", str),
+            "stride": get("stride", lambda v: [int(x) for x in v]), "storage_offset": get("storage_offset", int),
+            "requires_grad": get("requires_grad", bool)}
+
+
 def shapes(sub, name, seed=0):
-    model, inputs = build(name, seed)
+    model, inputs = harnessed("shapes", name, seed)
     gm = torch.fx.symbolic_trace(model)
-    with disabled(_shortcuts("shape_prop")):
-        rec = sub.ShapeRecorder(gm)
-        result = rec.run(*inputs)
-        sizes = sub.activation_bytes(gm)
-    nodes = {}
-    for n in gm.graph.nodes:
-        m = n.meta
-        nodes[n.name] = {"shape": list(m["shape"]) if "shape" in m else None,
-                         "dtype": str(m["dtype"]) if "dtype" in m else None,
-                         "stride": list(m["stride"]) if "stride" in m else None,
-                         "requires_grad": bool(m["requires_grad"]) if "requires_grad" in m else None}
+    rec = sub.ShapeRecorder(gm)
+    result = rec.run(*inputs)
+    sizes = sub.activation_bytes(gm)
+    nodes = {n.name: _meta_plain(n.meta) for n in gm.graph.nodes}
     return {"nodes": nodes, "outs": _flat(result), "is_interpreter": isinstance(rec, torch.fx.Interpreter),
             "bytes": {str(k): int(v) for k, v in dict(sizes).items()}}
 
@@ -724,75 +861,94 @@ def _count_modules(gm, cls):
     return sum(1 for n in gm.graph.nodes if n.op == "call_module" and isinstance(gm.get_submodule(n.target), cls))
 
 
+def _module_kinds(gm):
+    return [type(gm.get_submodule(n.target)).__name__ for n in gm.graph.nodes if n.op == "call_module"]
+
+
 def fold(sub, name, seed=0, train=False):
-    model, inputs = build(name, seed)
-    if train:
-        model.train()
+    """Folds the eval model; with train=True also tries the same model in training mode afterwards."""
+    model, inputs = harnessed("fold", name, seed)
     gm = torch.fx.symbolic_trace(model)
-    if not train:
-        with torch.no_grad():
-            before = _flat(model(*inputs))
-    try:
-        with disabled(_shortcuts("conv_bn_fold")):
-            out = sub.fold_conv_bn(gm)
-    except Exception as exc:  # noqa: BLE001
-        return _error(exc)
-    if train:
-        return {"returned": type(out).__name__}
+    out = sub.fold_conv_bn(gm)
     with torch.no_grad():
         got = _flat(out(*inputs))
         after = _flat(model(*inputs))
-    return {"outs": got, "eager_after": after, "eager_before": before,
-            "bn_left": _count_modules(out, nn.BatchNorm2d), "convs": _count_modules(out, nn.Conv2d),
-            "nodes": len(out.graph.nodes)}
+    result = {"outs": got, "eager_after": after, "modules": _module_kinds(out)}
+    if train:
+        model2, _ = harnessed("fold", name, seed)
+        model2.train()
+        try:
+            sub.fold_conv_bn(torch.fx.symbolic_trace(model2))
+            result["train"] = {"error": "no error"}
+        except Exception as exc:  # noqa: BLE001
+            result["train"] = _error(exc)
+    return result
 
 
 # -- part dce_cse -----------------------------------------------------------------------------------
 def clean(sub, name, which, seed=0):
-    model, inputs = build(name, seed)
+    model, inputs = harnessed("clean", name, seed)
     gm = torch.fx.symbolic_trace(model)
     removed = {}
-    with disabled(_shortcuts("dce_cse")):
-        for step in which:
-            removed[step] = int(sub.cse(gm) if step == "cse" else sub.dead_code_elimination(gm))
+    for step in which:
+        removed[step] = int(sub.cse(gm) if step == "cse" else sub.dead_code_elimination(gm))
     torch.manual_seed(seed)
-    outs = _flat(gm(*inputs))
+    with torch.no_grad():
+        outs = _flat(gm(*inputs))
     return {"removed": removed, "nodes": [f"{n.op}:{target_str(n.target)}" for n in gm.graph.nodes], "outs": outs}
 
 
 def impurity(sub, name, seed=0):
-    model, _ = build(name, seed)
+    model, _ = harnessed("clean", name, seed)
     gm = torch.fx.symbolic_trace(model)
     return {n.name: bool(sub.is_impure(n)) for n in gm.graph.nodes}
 
 
 # -- part rewrite -----------------------------------------------------------------------------------
 def silu(sub, name, seed=0):
-    model, inputs = build(name, seed)
+    model, inputs = harnessed("silu", name, seed)
     gm = torch.fx.symbolic_trace(model)
-    with disabled(_shortcuts("rewrite")):
-        count = sub.fuse_silu(gm)
+    count = sub.fuse_silu(gm)
     with torch.no_grad():
         outs = _flat(gm(*inputs))
-    return {"count": int(count), "outs": outs, "nodes": [f"{n.op}:{target_str(n.target)}" for n in gm.graph.nodes]}
+    return {"count": int(count), "outs": outs, "graph": describe(gm.graph.nodes)}
 
 
 # -- part profiler ----------------------------------------------------------------------------------
-def profile(sub, name, seed=0, runs=3, top=5):
+def profile(sub, name, seed=0, runs=3, top=5, edit=False, inject=None):
+    """profile_graph on a graph P0 chose (optionally edited without recompiling); with `inject` = a node
+    index, also one ProfilingInterpreter.run with that node's value given in initial_env (ones)."""
     model, inputs = build(name, seed)
     gm = torch.fx.symbolic_trace(model)
-    interp = sub.ProfilingInterpreter(gm)
-    is_interp = isinstance(interp, torch.fx.Interpreter)
-    start = time.perf_counter()
+    if edit:
+        stale_scale(gm.graph)
     report = sub.profile_graph(gm, *inputs, runs=runs)
-    wall = time.perf_counter() - start
-    nodes = {str(k): {"seconds": float(v["seconds"]), "calls": int(v["calls"])} for k, v in report["nodes"].items()}
+    nodes = {str(k): {"seconds": float(v["seconds"]), "calls": int(v["calls"])} for k, v in dict(report["nodes"]).items()}
     summary = sub.profile_summary(report, top=top)
-    with torch.no_grad():
-        eager = _flat(model(*inputs))
-    return {"nodes": nodes, "total": float(report["total"]), "runs": int(report["runs"]), "wall": wall,
-            "outs": _flat(report["result"]), "eager": eager, "summary": str(summary), "is_interpreter": is_interp,
-            "graph_nodes": [n.name for n in gm.graph.nodes]}
+    out = {"nodes": nodes, "total": float(report["total"]), "runs": int(report["runs"]),
+           "outs": _flat(report["result"]), "summary": str(summary),
+           "is_interpreter": isinstance(sub.ProfilingInterpreter(gm), torch.fx.Interpreter),
+           "graph_nodes": [n.name for n in gm.graph.nodes]}
+    if inject is not None:
+        node = list(gm.graph.nodes)[inject]
+        shape = _node_shape(gm, inputs, node)
+        interp = sub.ProfilingInterpreter(gm)
+        res = interp.run(*inputs, initial_env={node: torch.ones(shape)})
+        out["injected"] = {"outs": _flat(res), "nodes": {str(k): int(v["calls"]) for k, v in dict(interp.stats).items()}}
+    return out
+
+
+def _node_shape(gm, inputs, node):
+    seen = {}
+
+    class Rec(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            if n is node:
+                seen["shape"] = tuple(value.shape)
+            return value
+    Rec(gm).run(*inputs)
+    return seen["shape"]
 
 
 # -- part decompose ---------------------------------------------------------------------------------
@@ -832,18 +988,17 @@ def decompose_inputs(name, seed):
 def decompose(sub, name, seed=0):
     fn, args = decompose_inputs(name, seed)
     gm = sub.to_core_aten(fn, *args)
-    targets = []
-    for n in gm.graph.nodes:
-        if n.op == "call_function":
-            t = n.target
-            core = t is operator.getitem or (isinstance(t, torch._ops.OpOverload) and torch.Tag.core in t.tags)
-            targets.append([str(t) if isinstance(t, torch._ops.OpOverload) else getattr(t, "__name__", str(t)), bool(core)])
+    graph = describe(gm.graph.nodes)
     hist = {str(k): int(v) for k, v in dict(sub.op_histogram(gm)).items()}
-
-    def refuse(*a, **k):
-        raise RuntimeError("run_graph must walk the graph itself, not call the GraphModule")
-
-    gm.forward = refuse
-    with disabled(_shortcuts("run_graph")):
-        ran = sub.run_graph(gm, *args)
-    return {"targets": targets, "histogram": hist, "outs": _flat(ran)}
+    ran = sub.run_graph(gm, *args)                      # the graph as traced
+    scaled = stale_scale(gm.graph)                      # edited, not recompiled: gm's code is stale
+    ran_edited = sub.run_graph(gm, *args)
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        gm.graph.call_method("neg", (scaled,))          # an opcode run_graph must refuse
+    try:
+        sub.run_graph(gm, *args)
+        method = {"error": "no error"}
+    except Exception as exc:  # noqa: BLE001
+        method = _error(exc)
+    return {"graph": graph, "histogram": hist, "outs": _flat(ran), "edited": _flat(ran_edited), "method": method}

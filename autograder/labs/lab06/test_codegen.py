@@ -1,22 +1,39 @@
-"""Part `codegen`: python_code + MiniGraphModule on graphs converted from real fx traces; outputs vs eager."""
+"""Part `codegen`: python_code + MiniGraphModule on graphs converted from real fx traces; outputs vs eager,
+and the generated source read back here (one assignment per node, in order: not torch.fx's layout)."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.engine import replies
 from autograder.labs.lab06 import oracle
 from autograder.labs.lab06.scenarios import PROGRAM_OPS
 
 NAMES = ["resnet", "transformer", "branchy", "twice", "tied", "kwargs", "constants", "nested", "methods"]
+KEYS = {"outs", "code", "source", "globals", "names", "ops", "is_module", "state_dict", "structure"}
+_cache = {}
+
+
+def run(student, name, program=None, bump=False):
+    key = (name, repr(program), bump)
+    if key not in _cache:
+        _cache[key] = replies.dict_of(student.run("codegen_run", name, 0, program, bump), KEYS, "the codegen scenario")
+    return _cache[key]
 
 
 def check_run(student, name, program=None, what=None):
     what = what or f"MiniGraphModule of the '{name}' model"
-    got = student.run("codegen_run", name, 0, program)
+    got = run(student, name, program)
     want, structure = oracle.eager(name, 0, program)
-    assert got["is_module"], f"{what}: MiniGraphModule should be an nn.Module"
-    assert got["has_def"], f"{what}: .code should be the generated source, a str containing 'def forward'"
+    assert replies.boolean(got["is_module"], "is_module"), f"{what}: MiniGraphModule should be an nn.Module"
+    code = got["code"]
+    assert isinstance(code, str) and "def forward" in code, f"{what}: .code should be the generated source, a str containing 'def forward'"
     assert got["structure"] == structure, f"{what}: the result should have the structure {structure} (T = a tensor), got {got['structure']}"
     oracle.close(got["outs"], want, what)
+    names = replies.list_of(got["names"], "the graph's node names")
+    ops = replies.list_of(got["ops"], "the graph's opcodes", len(names))
+    oracle.check_source(got["source"], names, ops, f"python_code of the '{name}' graph" if program is None else what,
+                        oracle.graph_floats(name, program))
+    assert code == got["source"], f"{what}: .code should be the source python_code(graph) returns"
     return got
 
 
@@ -28,16 +45,21 @@ def test_outputs_equal_eager(student, name):
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("name", ["tied", "nested", "twice", "resnet"])
 def test_holds_what_the_graph_uses(student, name):
-    got, want = student.run("codegen_run", name), oracle.fx_state_dict(name)
-    assert got["state_dict"] == want, (
-        f"MiniGraphModule of the '{name}' model: state_dict() keys should be those of torch.fx.GraphModule {want}, got {got['state_dict']}")
+    got, want = run(student, name), oracle.fx_state_dict(name)
+    keys = replies.list_of(got["state_dict"], f"state_dict() keys of MiniGraphModule ('{name}')")
+    assert keys == want, (
+        f"MiniGraphModule of the '{name}' model: state_dict() keys should be those of torch.fx.GraphModule {want}, got {keys}")
+    want_out, _ = oracle.eager(name)
+    oracle.close(got["outs"], want_out, f"MiniGraphModule of the '{name}' model")
 
 
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("name", ["branchy", "nested"])
 def test_shares_the_roots_tensors(student, name):
-    got = student.run("codegen_run", name, 0, None, True)
+    got = replies.dict_of(run(student, name, None, True), {"bumped"}, "the codegen scenario")
     want, _ = oracle.eager(name, 0, None, bump=True)
+    before, _ = oracle.eager(name, 0, None)
+    oracle.close(got["outs"], before, f"MiniGraphModule of the '{name}' model")
     oracle.close(got["bumped"], want, f"'{name}' model: after scaling the root's parameters in place, MiniGraphModule "
                                       "(which should hold the same parameter objects, not copies)")
 

@@ -1,11 +1,16 @@
-"""Part `tracer`: the mini symbolic tracer, node by node against torch.fx.symbolic_trace (run here, in P0)."""
+"""Part `tracer`: the mini symbolic tracer, node by node against torch.fx run here (P0) with the lab's
+stated rules (oracle.LabTracer). Every model sits in a harness holding the cases where those rules and
+torch.fx differ, so handing the work to torch.fx cannot pass."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.engine import replies
 from autograder.labs.lab06 import oracle
 from autograder.labs.lab06.scenarios import PROGRAM_OPS
 
+HARNESS = (" (inside a wrapper that reads a buffer once and uses it twice, uses a plain tensor attribute, "
+           "calls an unregistered nn.Tanh, compares with == and !=, and uses .T and .shape[0])")
 MODELS = {
     "resnet": "the ResNet-style model (nested Sequentials, qualified names like layer1.0.conv1)",
     "transformer": "the transformer-style model (slices, @, F.softmax with kwargs, a parameter read directly)",
@@ -20,17 +25,38 @@ MODELS = {
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_same_graph_as_torch_fx(student, name):
-    got, want = student.run("trace_model", name), oracle.fx_graph(name)
-    oracle.compare_graphs(got, want, f"mini_trace of {MODELS[name]}")
+def test_same_graph_as_the_lab_rules(student, name):
+    program = oracle.probe_program(name)
+    got = replies.dict_of(student.run("trace_model", name, 0, None, program), {"graph", "probe"}, "the tracer scenario")
+    oracle.compare_graphs(got["graph"], oracle.fx_graph(name), f"mini_trace of {MODELS[name]}{HARNESS}")
+    check_probe(got["probe"], program)
+
+
+def check_probe(got, program):
+    oracle.compare_graphs(got, oracle.fx_probe(program),
+                          f"your Proxy used directly (MiniTracer().create_proxy placeholders x, y, then the program {program})")
 
 
 @pytest.mark.weight(2)
 def test_control_flow_raises_and_restores(student):
-    got = student.run("trace_errors")
-    assert got["branch"] == "TraceError", f"`if x.sum() > 0:` on a traced value should raise TraceError, got {got['branch']}"
-    assert got["iterate"] == "TraceError", f"iterating over a traced value should raise TraceError, got {got['iterate']}"
-    assert got["restored"], "after tracing (also after an error) nn.Module.__call__ and __getattr__ must be the originals again"
+    program = oracle.probe_program("errors")
+    got = replies.dict_of(student.run("trace_errors", program), {"branch", "compare", "iterate", "eager_after", "graph_after", "probe"},
+                          "the control-flow scenario")
+    check_probe(got["probe"], program)
+    for key, code in (("branch", "`if x.sum() > 0:`"), ("compare", "`x if x == y else y`"), ("iterate", "`[v for v in x]`")):
+        kind = replies.string(got[key], f"the error of {code}")
+        assert kind == "TraceError", f"{code} on traced values should raise TraceError, got {kind}"
+    import torch
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        want = [lin(torch.arange(6.0).reshape(2, 3)).numpy()]
+    assert replies.error_reply(got["eager_after"], "eager call") is None, (
+        f"after a failed trace, calling an nn.Linear eagerly should work again (nn.Module.__call__ and __getattr__ "
+        f"restored), but it raised {got['eager_after'].get('error')}")
+    oracle.close(got["eager_after"], want, "after a failed trace, an eager nn.Linear call (nn.Module restored?)")
+    oracle.compare_graphs(got["graph_after"], oracle.fx_graph("twice"),
+                          "after failed traces, mini_trace of a model calling modules twice" + HARNESS)
 
 
 @st.composite
@@ -44,7 +70,9 @@ def programs(draw):
 @settings(max_examples=8, deadline=None)
 @given(program=programs())
 def test_generated_programs(student, program):
-    got, want = student.run("trace_model", "program", 0, program), oracle.fx_graph("program", 0, program)
-    oracle.compare_graphs(got, want, f"mini_trace of a generated program {program}")
+    probe = [step for step in program if step[0] in oracle.shared.PROBE_OPS] or [["add", 0, 1, 1]]
+    got = replies.dict_of(student.run("trace_model", "program", 0, program, probe), {"graph", "probe"}, "the tracer scenario")
+    oracle.compare_graphs(got["graph"], oracle.fx_graph("program", 0, program), f"mini_trace of a generated program {program}{HARNESS}")
+    check_probe(got["probe"], probe)
 
 # IPT-CANARY lab06 test_tracer.py: hidden grading text, never shown to learners

@@ -247,8 +247,9 @@ def eager_case(case, seed, with_backward=True):
         weight = torch.randn(out.shape, generator=gen)
         got = torch.autograd.grad((out * weight).sum(), args + params, allow_unused=True)
         names = [f"input{i}" for i in range(len(args))] + ([n for n, _ in fn.named_parameters()] if params else [])
-        grads = {n: (None if g is None else g.numpy()) for n, g in zip(names, got)}
-    return {"out": out.detach().numpy(), "grads": grads}
+        grads = {n: (None if g is None else g.numpy()) for n, g in zip(names, got, strict=True)}
+    again = fn(*shared.make_case(case, seed + 1000)[1]).detach().numpy()
+    return {"out": out.detach().numpy(), "grads": grads, "again": again}
 
 
 def expected_kernels(case, with_backward=True) -> list[int]:
@@ -285,3 +286,219 @@ def logged(x):
     y = torch.relu(x)
     print("relu done")
     return y * 3
+
+
+# -- generated kernels, run by P0 in its clean room ----------------------------------------------------
+import re  # noqa: E402
+
+from autograder.engine import replies  # noqa: E402
+
+_INCLUDE = re.compile(r"^\s*#\s*include\s*<(math|stdint|stddef|stdbool|float)\.h>\s*$")
+_BANNED = re.compile(r"\b(asm|__asm__|__asm|_Pragma|__attribute__|__attribute)\b|%:|\?\?=")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+
+
+def source_problem(source, name):
+    """Why a generated C source cannot be run as a kernel (None when it can)."""
+    if not isinstance(source, str) or not source.strip():
+        return "the kernel's source should be a non-empty string of C code"
+    if len(source) > 400_000:
+        return "the kernel's source is longer than 400,000 characters"
+    for line in source.splitlines():
+        if line.lstrip().startswith("#") and not _INCLUDE.match(line):
+            return (f"kernel sources may only #include <math.h>, <stdint.h>, <stddef.h>, <stdbool.h> or <float.h>; "
+                    f"found {line.strip()[:60]!r}")
+    if _BANNED.search(source):
+        return "kernel sources may not use asm, attributes or pragmas"
+    if not re.search(r"\bvoid\s+" + re.escape(name) + r"\s*\(", source):
+        return f"the source should define `void {name}(...)`"
+    return None
+
+
+def kernel_reply(value, what):
+    got = replies.dict_of(value, {"name", "source", "inputs", "outputs"}, what)
+    name = replies.string(got["name"], f"{what}: the kernel's name")
+    assert _IDENT.match(name), f"{what}: the kernel's name {name[:40]!r} is not a C identifier"
+    inputs = [replies.string(v, f"{what}: kernel.inputs[{i}]") for i, v in enumerate(replies.list_of(got["inputs"], f"{what}: kernel.inputs"))]
+    outputs = [replies.string(v, f"{what}: kernel.outputs[{i}]") for i, v in enumerate(replies.list_of(got["outputs"], f"{what}: kernel.outputs", min_length=1))]
+    assert len(inputs) + len(outputs) <= 60, f"{what}: a kernel with {len(inputs) + len(outputs)} buffers is too large"
+    assert len(set(inputs)) == len(inputs) and len(set(outputs)) == len(outputs), f"{what}: kernel.inputs / outputs repeat a name"
+    problem = source_problem(got["source"], name)
+    assert problem is None, f"{what}: {problem}"
+    return {"name": name, "source": got["source"], "inputs": inputs, "outputs": outputs}
+
+
+def index_mode(shape, S):
+    S = list(S)
+    s = [1] * (len(S) - len(shape)) + list(shape)
+    if s == S:
+        return ("flat",)
+    if math.prod(s) == 1:
+        return ("scalar",)
+    for k in range(len(S) + 1):
+        if all(d == 1 for d in s[:k]) and s[k:] == S[k:]:
+            return ("mod", math.prod(S[k:]))
+    for k in range(len(S), -1, -1):
+        if s[:k] == S[:k] and all(d == 1 for d in s[k:]):
+            return ("div", math.prod(S[k:]))
+    return ("expand",)
+
+
+def group_contract(gm, group):
+    """(iteration shape, the set of outputs the kernel must write, the set of nodes it may read) of a reference group."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    members = [nodes[m] for m in group]
+    member_set = set(members)
+    red = members[-1] if reduction(members[-1]) and not pointwise(members[-1]) else None
+    pw = [m for m in members if m is not red]
+    S = list(_val(red.args[0]).shape) if red is not None else list(_val(pw[-1]).shape)
+    outs = {m.name for m in members if any(u not in member_set for u in m.users)}
+    if red is not None:
+        outs.add(red.name)
+    reads = {a.name for m in members for a in _tensor_inputs(m) if a not in member_set}
+    return S, outs, reads
+
+
+def node_values(gm, args):
+    values = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            values[n.name] = out
+            return out
+
+    Recorder(gm).run(*args)
+    return values
+
+
+def _as_bytes(t):
+    return np.ascontiguousarray(t.detach().numpy()).reshape(-1).view(np.uint8)
+
+
+def run_kernels(clean_room, gm, values, matched, what, rtol=2e-4, atol=2e-5):
+    """matched: list of (kernel reply, reference group). Compiles every kernel in the clean room, runs each on
+    P0's values of its inputs, and compares every output with P0's value of that node."""
+    specs, blobs, expect = [], [], []
+    names = [k["name"] for k, _ in matched]
+    assert len(set(names)) == len(names), f"{what}: two kernels share the function name {names}"
+    for k, group in matched:
+        S, outs, reads = group_contract(gm, group)
+        assert set(k["outputs"]) == outs, (
+            f"{what}: the kernel of the group {group} should write {sorted(outs)} (members used outside the group, and its "
+            f"reduction), it writes {k['outputs']}")
+        assert set(k["inputs"]) == reads, (
+            f"{what}: the kernel of the group {group} should read {sorted(reads)}, it reads {k['inputs']}")
+        ins = []
+        for n in k["inputs"]:
+            t = values[n].detach()
+            if index_mode(list(t.shape), S)[0] == "expand":
+                t = t.expand(S)
+            ins.append(t.contiguous())
+        outs_t = [values[n].detach().contiguous() for n in k["outputs"]]
+        specs.append({"name": k["name"], "source": k["source"], "n_in": len(ins), "n_out": len(outs_t),
+                      "in_bytes": [t.numel() * t.element_size() for t in ins],
+                      "out_bytes": [t.numel() * t.element_size() for t in outs_t]})
+        blobs.append(np.concatenate([_as_bytes(t) for t in ins]) if ins else np.zeros(0, np.uint8))
+        expect.append(outs_t)
+    if not specs:
+        return
+    got = clean_room.run("c_values", specs, blobs)
+    assert "error" not in got, f"{what}: your kernels could not be built by the grader ({got['error']}): {str(got.get('message', ''))[:600]}"
+    for res, ((k, group), want) in replies.pairs(got["results"], list(zip(matched, expect, strict=True)), what):
+        assert "error" not in res, f"{what}: the kernel {k['name']} crashed or hung ({res.get('error')}) on contiguous buffers"
+        bad = [b for flag, b in replies.pairs(res["overflow"], k["inputs"] + k["outputs"], f"{what}: the overflow flags of {k['name']}") if flag]
+        assert not bad, f"{what}: the kernel {k['name']} writes outside the buffer(s) {bad}"
+        for j, (raw, w) in enumerate(replies.pairs(res["outputs"], want, what)):
+            n = k["outputs"][j]
+            arr = np.asarray(raw, dtype=np.uint8)
+            if w.dtype == torch.bool:
+                assert np.all(arr <= 1), f"{what}: kernel {k['name']}, output {n}: a bool output must hold 0 or 1 in every byte"
+                got_v = arr.astype(bool).reshape(w.shape)
+            else:
+                got_v = arr.view(np.float32).reshape(w.shape)
+            wv = w.numpy()
+            scale = max(1.0, float(np.max(np.abs(wv[np.isfinite(wv)]), initial=0.0))) if wv.dtype != np.bool_ else 1.0
+            close(got_v, wv, f"{what}: kernel {k['name']} (run by the grader), output {n}", rtol=rtol, atol=atol * scale)
+
+
+def match_kernels(gm, kernels, what):
+    """Pair each learner kernel with the reference group whose outputs it writes; counts must agree."""
+    plan = reference_plan(gm)
+    assert len(kernels) == len(plan), f"{what}: the graph should run {len(plan)} fused kernel(s), yours made {len(kernels)}"
+    by_outs = {}
+    for g in plan:
+        by_outs.setdefault(frozenset(group_contract(gm, g)[1]), []).append(g)
+    matched = []
+    for k in kernels:
+        cands = by_outs.get(frozenset(k["outputs"]))
+        assert cands, (f"{what}: the kernel {k['name']} writes {k['outputs']}, which are not the outputs of any group of the "
+                       "plan (a group writes its members used outside it, and its reduction)")
+        matched.append((k, cands.pop(0)))
+    return matched
+
+
+# -- a captured Dynamo graph, sent as data and run here -------------------------------------------------------
+import operator as _operator  # noqa: E402
+
+_MODULES = {"torch": torch, "_operator": _operator, "operator": _operator, "torch.nn.functional": torch.nn.functional,
+            "torch._C._nn": torch._C._nn, "torch.special": torch.special, "torch.functional": torch.functional}
+_NOT_OPS = {"load", "save", "compile", "jit", "hub", "from_file", "set_default_dtype", "manual_seed", "seed", "item",
+            "tolist", "numpy", "data_ptr", "storage", "untyped_storage", "register_hook", "backward", "apply_", "map_",
+            "set_", "copy_", "resize_", "set_num_threads", "use_deterministic_algorithms", "set_grad_enabled"}
+
+
+def run_graph_data(nodes, x, what):
+    """Rebuild a graph from its data and run it on x (one tensor input). Raises AssertionError with a learner
+    message when the data is not a plain graph of tensor operations."""
+    nodes = replies.list_of(nodes, what, min_length=2)
+    env = {}
+
+    def arg(a):
+        if isinstance(a, list):
+            return [arg(v) for v in a]
+        if isinstance(a, dict):
+            if "node" in a:
+                assert a["node"] in env, f"{what}: a node reads {a['node']!r} before it exists"
+                return env[a["node"]]
+            if "dtype" in a:
+                dt = getattr(torch, str(a["dtype"]), None)
+                assert isinstance(dt, torch.dtype), f"{what}: unknown dtype {a['dtype']!r}"
+                return dt
+            if "slice" in a:
+                return slice(*[arg(v) for v in a["slice"]])
+            if "kwargs" in a:
+                return {str(k): arg(v) for k, v in a["kwargs"].items()}
+            raise AssertionError(f"{what}: the graph holds a value the grader cannot rebuild ({str(a)[:60]})")
+        assert a is None or isinstance(a, (bool, int, float, str)), f"{what}: unexpected argument {str(a)[:60]}"
+        return a
+
+    placeholders = 0
+    for node in nodes:
+        node = replies.dict_of(node, {"op", "name", "target", "args", "kwargs"}, what)
+        op, name, target = node["op"], replies.string(node["name"], what), replies.string(node["target"], what)
+        args = arg(node["args"])
+        kwargs = arg(node["kwargs"]) if node["kwargs"] else {}
+        assert isinstance(args, list) and isinstance(kwargs, dict), f"{what}: malformed node {name}"
+        if op == "placeholder":
+            placeholders += 1
+            assert placeholders == 1, f"{what}: the graph should take one tensor input"
+            env[name] = x
+        elif op == "call_function":
+            module, _, fname = target.partition(":")
+            mod = _MODULES.get(module)
+            fn = getattr(mod, fname, None) if mod is not None and not fname.startswith("_") else None
+            assert fn is not None and callable(fn) and fname not in _NOT_OPS, f"{what}: the graph calls {target!r}, which is not a tensor operation"
+            env[name] = fn(*args, **kwargs)
+        elif op == "call_method":
+            assert target not in _NOT_OPS and not target.startswith("_") and hasattr(torch.Tensor, target), (
+                f"{what}: the graph calls the method {target!r}, which is not a tensor operation")
+            env[name] = getattr(args[0], target)(*args[1:], **kwargs)
+        elif op == "output":
+            out = args[0]
+            out = out[0] if isinstance(out, (list, tuple)) and len(out) == 1 else out
+            assert isinstance(out, torch.Tensor), f"{what}: the graph should return one tensor"
+            return out
+        else:
+            raise AssertionError(f"{what}: the graph has a {op!r} node; it should hold only tensor operations")
+    raise AssertionError(f"{what}: the graph has no output")

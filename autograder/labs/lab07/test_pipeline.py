@@ -1,60 +1,84 @@
 """Part `pipeline`: the learner's fusing_backend through AOTAutograd on functions and small models the notebook
-does not show: outputs and gradients equal to eager, the kernel counts of the reference plan, kernels built."""
-import functools
-
+does not show (outputs and gradients equal to eager, a second call, a second shape), and the kernels fuse_graph
+makes for the forward and backward graphs, compiled and run by the grader in its clean room."""
+import numpy as np
 import pytest
+import torch
 
+from autograder.engine import replies
 from autograder.labs.lab07 import oracle
 
 CASES = [("chain", 1), ("bias_gelu", 2), ("log_softmax", 4), ("layernormish", 5), ("full_sum", 7), ("masked", 9),
-         ("mm_cycle", 10), ("relu_clamp", 11), ("tiny_block", 14), ("tanh_net", 15)]
-_got = {}
+         ("mm_cycle", 10), ("relu_clamp", 11), ("tiny_block", 14), ("tanh_net", 15), ("sum_dims", 16),
+         ("mean_all_keep", 17), ("scalar_mix", 18), ("outer_bcast", 19)]
+FUSE_CASES = ["chain", "bias_gelu", "log_softmax", "layernormish", "masked", "mm_cycle", "relu_clamp", "tiny_block",
+              "sum_dims", "col_sum", "scalar_mix"]
+_fused = {}
 
 
-def learner(student, case, seed):
-    if (case, seed) not in _got:
-        _got[case, seed] = student.run("backend_case", case, seed)
-    return _got[case, seed]
-
-
-@functools.lru_cache(maxsize=None)
-def expected_kernels(case):
-    return oracle.expected_kernels(case)
+def fused_ok(student, clean_room, case):
+    """The kernel check of one case, once per module (values through the backend earn nothing without it)."""
+    if case not in _fused:
+        try:
+            check_fused(student, clean_room, case)
+            _fused[case] = None
+        except AssertionError as exc:
+            _fused[case] = str(exc)
+    assert _fused[case] is None, _fused[case]
 
 
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("case,seed", CASES)
-def test_values_and_gradients(student, case, seed):
-    got = learner(student, case, seed)
-    assert "error" not in got, f"torch.compile({case}, backend=fusing_backend) failed: {got.get('error')}: {got.get('message')}"
+def test_values_and_gradients(student, clean_room, case, seed):
+    fused_ok(student, clean_room, case)
+    what = f"torch.compile({case}, backend=fusing_backend)"
+    got = student.run("backend_case", case, seed)
+    assert not isinstance(got, dict) or "error" not in got, f"{what} failed: {got.get('error')}: {got.get('message')}"
+    got = replies.dict_of(got, {"out", "again", "grads"}, what)
     want = oracle.eager_case(case, seed)
     oracle.close(got["out"], want["out"], f"{case} compiled with your backend: the output", rtol=2e-4, atol=2e-5)
-    oracle.close(got["again"], want["out"], f"{case}: the output of a second call of the compiled function", rtol=2e-4, atol=2e-5)
+    oracle.close(got["again"], want["again"], f"{case}: the output of a second call of the compiled function on new inputs",
+                 rtol=2e-4, atol=2e-5)
+    grads = replies.dict_of(got["grads"], set(want["grads"]), f"{case}: the gradients")
     for name, grad in want["grads"].items():
-        assert (got["grads"].get(name) is None) == (grad is None), f"{case}: the gradient of {name} is missing"
+        assert (grads[name] is None) == (grad is None), f"{case}: the gradient of {name} is missing"
         if grad is not None:
-            oracle.close(got["grads"][name], grad, f"{case}: the gradient of {name} through your backend", rtol=5e-4, atol=5e-5)
-
-
-@pytest.mark.parametrize("case,seed", CASES)
-def test_kernel_counts(student, case, seed):
-    got = learner(student, case, seed)
-    assert "error" not in got, f"torch.compile({case}, backend=fusing_backend) failed: {got.get('error')}: {got.get('message')}"
-    want = expected_kernels(case)
-    assert got["kernels"] == want, (
-        f"{case}: the forward and backward graphs should run {want} fused kernels (COMPILED_KERNELS), yours reported {got['kernels']}")
-    assert got["built"] > 0 or sum(want) == 0, f"{case}: your backend reported kernels but build_count() did not grow"
+            oracle.close(grads[name], grad, f"{case}: the gradient of {name} through your backend", rtol=5e-4, atol=5e-5)
 
 
 @pytest.mark.weight(2)
-def test_new_shape_recompiles(student):
-    import numpy as np
-    import torch
+@pytest.mark.parametrize("case", FUSE_CASES)
+def test_fused_kernels_run_by_the_grader(student, clean_room, case):
+    fused_ok(student, clean_room, case)
+
+
+def check_fused(student, clean_room, case):
+    """fuse_graph's kernels for the forward and backward graphs: as many as the plan has groups, each writing its
+    group's outputs, and each one's C source, compiled and run by the grader, computing those outputs."""
+    graphs = oracle.graphs_of(case)
+    got = student.run("fuse_case", case)
+    for k, (entry, gm) in enumerate(replies.pairs(got, graphs, f"fuse_graph on {case}")):
+        what = f"{case}, {'forward' if k == 0 else 'backward'} graph"
+        entry = replies.dict_of(entry, {"nodes"}, what)
+        assert entry["nodes"] == [n.name for n in gm.graph.nodes], (
+            f"{what}: the traced graphs differ between the grader and your notebook (did the setup cell change?)")
+        assert "error" not in entry, f"{what}: fuse_graph raised {entry.get('error')}: {entry.get('message')}"
+        listed = replies.list_of(replies.dict_of(entry, {"kernels"}, what)["kernels"], f"{what}: the kernels fuse_graph returned")
+        kernels = [oracle.kernel_reply(kr, f"{what}, kernel {j}") for j, kr in enumerate(listed)]
+        matched = oracle.match_kernels(gm, kernels, what)
+        values = oracle.node_values(gm, gm.meta["ipt_inputs"][0])
+        oracle.run_kernels(clean_room, gm, values, matched, what, rtol=5e-4, atol=5e-5)
+
+
+@pytest.mark.weight(2)
+def test_new_shape_recompiles(student, clean_room):
+    fused_ok(student, clean_room, "chain")
     got = student.run("backend_recompile")
-    assert "error" not in got, f"calling a compiled function with a second shape failed: {got.get('error')}: {got.get('message')}"
-    for n, out in zip((6, 11), got["outs"]):
+    assert not isinstance(got, dict) or "error" not in got, (
+        f"calling a compiled function with a second shape failed: {got.get('error')}: {got.get('message')}")
+    got = replies.dict_of(got, {"outs"}, "a compiled function called at two shapes")
+    for out, n in replies.pairs(got["outs"], [6, 11], "the outputs at two shapes"):
         x = torch.linspace(-2, 2, n)
         oracle.close(out, (torch.tanh(x) * 2 + x.exp()).numpy(), f"tanh(x) * 2 + exp(x) on a second shape ({n} elements)")
-    assert np.asarray(got["outs"][1]).shape == (11,)
 
 # IPT-CANARY lab07 test_pipeline.py: hidden grading text, never shown to learners

@@ -46,3 +46,13 @@ def test_contiguous_copies_a_transpose(lab):
 def test_contiguous_returns_self(lab):
     x, _ = make(lab, (3, 4), (4, 1))
     assert x.contiguous() is x, "contiguous() of a contiguous tensor returns the tensor itself"
+
+
+def test_bounds(lab):
+    x, xt = make(lab, (2, 6), (6, 1))
+    y = x.as_strided((0, 2), (100, 1), 50)
+    assert layout(y) == layout(xt.as_strided((0, 2), (100, 1), 50)), \
+        "a tensor with no elements needs no storage: as_strided((0, 2), (100, 1), 50) is allowed"
+    assert layout(x.as_strided((2, 6), (6, 1), 0)) == ((2, 6), (6, 1), 0), "as_strided((2, 6), (6, 1), 0) fits exactly"
+    with raises(RuntimeError, "x.as_strided((2, 6), (6, 1), 1) (one element past the end of a storage of 12)"):
+        x.as_strided((2, 6), (6, 1), 1)

@@ -51,3 +51,22 @@ def test_broadcast_to(lab):
     x, xt = make(lab, (1, 3), (3, 1))
     mine, theirs = lab.broadcast_to(x, (2, 2, 3)), torch.broadcast_to(xt, (2, 2, 3))
     assert layout(mine) == layout(theirs), f"broadcast_to(x, (2, 2, 3)): torch gives {layout(theirs)}, yours {layout(mine)}"
+
+
+@pytest.mark.parametrize("shape,stride,sizes", [
+    ((3,), (1,), (1, 3)),          # a new leading dim of size 1: stride size * stride of the dim to its right
+    ((3, 1), (1, 7), (2, 3, 1)),   # a size-1 dim that stays 1 keeps its stride
+    ((1,), (1,), (0,)),            # a size-1 dim may grow to 0
+])
+def test_expand_stride_rules(lab, shape, stride, sizes):
+    x, xt = make(lab, shape, stride)
+    mine, theirs = x.expand(*sizes), xt.expand(*sizes)
+    assert layout(mine) == layout(theirs), (
+        f"expand{sizes} of shape {shape}, strides {stride}: torch gives shape, strides, offset {layout(theirs)}, "
+        f"yours {layout(mine)}")
+
+
+def test_broadcast_shapes_negative(lab):
+    assert tuple(lab.broadcast_shapes((2, 1), (3,))) == (2, 3), "broadcast_shapes((2, 1), (3,)) should be (2, 3)"
+    with raises(ValueError, "broadcast_shapes((-1,), (1,)) (a negative size raises ValueError)"):
+        lab.broadcast_shapes((-1,), (1,))

@@ -42,3 +42,15 @@ def test_size1_channel_surprise(lab):
     assert tuple(y.stride()) == yt.stride(), (
         f"a contiguous (2, 1, 3, 3) tensor is already channels-last contiguous: torch returns it unchanged "
         f"with strides {yt.stride()}, yours has {y.stride()}")
+
+
+def test_channels_last_zero_size(lab):
+    shape = (2, 0, 3, 3)
+    want = torch.empty(shape, memory_format=torch.channels_last).stride()
+    got = tuple(lab.channels_last_strides(shape))
+    assert got == want, (f"channels_last_strides({shape}) should be {want}: here sizes are multiplied as they "
+                         f"are, a 0 is not counted as 1; got {got}")
+    x, xt = make(lab, (2, 0, 3, 3), (9, 9, 3, 1))
+    assert x.is_contiguous("channels_last") == xt.is_contiguous(memory_format=torch.channels_last), (
+        "an empty (2, 0, 3, 3) tensor with strides (9, 9, 3, 1) is not channels-last contiguous "
+        "(no shortcut for empty tensors in this format)")

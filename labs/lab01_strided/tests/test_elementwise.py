@@ -39,3 +39,20 @@ def test_sum(lab, dim, keepdim):
     out, want = x.sum(dim, keepdim=keepdim), xt.sum(dim, keepdim=keepdim)
     assert tuple(out.shape) == tuple(want.shape), f"sum({dim}, keepdim={keepdim}): shape should be {tuple(want.shape)}, got {out.shape}"
     np.testing.assert_array_equal(out.to_numpy(), want.numpy(), err_msg=f"sum({dim}, keepdim={keepdim}): wrong values")
+
+
+@pytest.mark.parametrize("dim,keepdim", [(0, True), (-1, False)])
+def test_sum_of_0d(lab, dim, keepdim):
+    x, xt = make(lab, (), (), 5)
+    out, want = x.sum(dim, keepdim=keepdim), xt.sum(dim, keepdim=keepdim)
+    assert tuple(out.shape) == tuple(want.shape), (
+        f"sum({dim}, keepdim={keepdim}) of a 0-d tensor: shape should be {tuple(want.shape)} like torch, got {out.shape}")
+    assert out.item() == want.item(), f"sum({dim}, keepdim={keepdim}) of a 0-d tensor holding 5 should be 5, got {out.item()}"
+
+
+def test_mixed_dtypes(lab):
+    a = lab.tensor([1, 2, 3])
+    b = lab.tensor([0.5, 0.25, 0.125])
+    out = lab.add(a, b)
+    assert out.dtype == np.float64, f"int64 + float64 should give float64 (np.result_type), got {out.dtype}"
+    np.testing.assert_array_equal(out.to_numpy(), [1.5, 2.25, 3.125], err_msg="int64 + float64 values")

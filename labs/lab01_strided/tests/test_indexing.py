@@ -51,3 +51,22 @@ def test_getitem_errors(lab):
         x[3]
     with raises(ValueError, "x[::-1]"):
         x[::-1]  # PyTorch has no negative strides
+
+
+def test_transpose_of_0d(lab):
+    x, xt = make(lab, (), (), 3)
+    same_view(x.transpose(0, -1), xt.transpose(0, -1), "x.transpose(0, -1) of a 0-d tensor (dims 0 and -1 are allowed)")
+    with raises(IndexError, "x.transpose(0, 1) of a 0-d tensor"):
+        x.transpose(0, 1)
+
+
+def test_empty_slice_still_moves_the_offset(lab):
+    x, xt = make(lab, (3, 4), (4, 1))
+    same_view(x[5:], xt[5:], "x[5:] of shape (3, 4) (the start is clamped to 3 and the offset moves there)")
+
+
+def test_permute_duplicate_in_another_spelling(lab):
+    x, xt = make(lab, (2, 3, 4), (12, 4, 1))
+    same_view(x.permute(-1, 0, 1), xt.permute(-1, 0, 1), "x.permute(-1, 0, 1)")
+    with raises(RuntimeError, "x.permute(0, -1, 2) of a 3-d tensor (-1 and 2 are the same dim)"):
+        x.permute(0, -1, 2)

@@ -66,3 +66,20 @@ def test_is_contiguous(lab, shape, stride, what):
     want = torch.arange(24).as_strided(shape, stride).is_contiguous()
     got = make(lab, shape, stride).is_contiguous()
     assert got == want, f"is_contiguous() of {what} (shape {shape}, strides {stride}) should be {want} like torch, got {got}"
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 3), (0,), (3, 0), (0, 2, 1)])
+def test_contiguous_strides_zero_size_rule(lab, shape):
+    # the zero-size stride rule: a size of 0 counts as 1 when the strides are computed
+    want = torch.empty(shape).stride()
+    got = tuple(lab.contiguous_strides(shape))
+    assert got == want, (f"contiguous_strides({shape}) should be {want} like torch.empty({shape}).stride(): "
+                         f"a size of 0 counts as 1 when you multiply the sizes; got {got}")
+
+
+def test_empty_tensor_is_contiguous(lab):
+    t = make(lab, (0, 3), (1, 5))
+    assert bool(t.is_contiguous()) is True, (
+        "a tensor with no elements is always contiguous (shape (0, 3), strides (1, 5)): is_contiguous() should be True")
+    assert bool(make(lab, (3, 2), (1, 3)).is_contiguous()) is False, (
+        "shape (3, 2) with strides (1, 3) (a transpose) is not contiguous: is_contiguous() should be False")

@@ -55,3 +55,13 @@ def test_reshape_copies_when_it_must(lab):
     assert y.storage is not x.storage, "reshape(12) of a transposed tensor must copy (a new storage)"
     assert tuple(y.stride()) == (1,), f"the copy should be contiguous, strides (1,), got {y.stride()}"
     np.testing.assert_array_equal(y.to_numpy(), xt.reshape(12).numpy(), err_msg="reshape copied the values in the wrong order")
+
+
+@pytest.mark.parametrize("shape,stride,new_shape", [
+    ((2, 1), (1, 3), (2, 1, 1)),     # new size-1 dims take the stride the walk has reached
+    ((1, 4), (3, 4), (1, 4)),        # a size-1 dim's old stride is not kept
+    ((3, 0, 2), (1, 3, 3), (3, 0, 2)),  # no elements, same shape: the strides stay
+])
+def test_view_size1_and_empty_rules(lab, shape, stride, new_shape):
+    x, xt = make(lab, shape, stride)
+    same_view(x.view(*new_shape), xt.view(*new_shape), f"x.view{new_shape} of shape {shape}, strides {stride}")

@@ -49,3 +49,14 @@ def test_matches_torch(lab):
     at = xt * xt
     ((at + xt) * at).sum().backward()
     np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), err_msg="(x*x + x) * (x*x)")
+
+
+def test_leaf_root_and_one_element_root(lab):
+    """Rule: the root of a leaf is its AccumulateGrad; backward() without a gradient needs one element (any shape)."""
+    x = lab.tensor([[3.0]], requires_grad=True)
+    lab.given_mul(x, x).backward()
+    np.testing.assert_allclose(x.grad.data, [[6.0]], err_msg="(x * x).backward() for x of shape (1, 1)")
+    x.backward(np.array([[1.0]]))
+    np.testing.assert_allclose(x.grad.data, [[7.0]], err_msg="x.backward(...) on a leaf accumulates into x.grad")
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        lab.given_sum(x).backward(np.ones(1))

@@ -32,3 +32,30 @@ def test_retain_grad(lab):
     a.retain_grad()
     lab.given_sum(lab.given_mul(a, a)).backward()
     np.testing.assert_allclose(a.grad.data, [6.0, 12.0])
+
+
+def test_no_grad_exception_and_decorator(lab):
+    """Rule: no_grad restores the mode it found, even when the block raises; it works as a decorator."""
+    x = lab.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(KeyError):
+        with lab.no_grad():
+            assert not lab.is_grad_enabled(), "inside no_grad, grad mode is off"
+            raise KeyError("leaving by an exception")
+    assert lab.is_grad_enabled(), "no_grad restores grad mode even when its block raises"
+
+    @lab.no_grad()
+    def scaled(t):
+        return lab.given_mul(t, 3.0)
+
+    y = scaled(x)
+    assert not y.requires_grad and lab.is_grad_enabled(), "a @no_grad() function records nothing and restores the mode"
+
+
+def test_retain_grad_twice(lab):
+    """Rule: a second retain_grad() changes nothing."""
+    x = lab.tensor([1.0, 2.0], requires_grad=True)
+    a = lab.given_mul(x, 3.0)
+    a.retain_grad()
+    a.retain_grad()
+    lab.given_sum(lab.given_mul(a, a)).backward()
+    np.testing.assert_allclose(a.grad.data, [6.0, 12.0], err_msg="retain_grad() twice: the gradient is not counted twice")

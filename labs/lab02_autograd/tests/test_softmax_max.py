@@ -31,3 +31,18 @@ def test_max(lab):
     (v * lab.tensor([1.0, 2.0])).sum().backward()
     (vt * torch.tensor([1.0, 2.0], dtype=torch.float64)).sum().backward()
     np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), err_msg="max(1): gradient goes to the argmax")
+
+
+def test_max_ties_and_zero_d(lab):
+    """Rule: on ties the first maximum is the index and alone gets the gradient; a 0-d tensor is its own maximum."""
+    t = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    x, xt = lab.tensor(t, requires_grad=True), torch.tensor(t, requires_grad=True)
+    v, i = x.max(1)
+    vt, it = xt.max(1)
+    np.testing.assert_array_equal(np.asarray(i.data), it.numpy(), err_msg="max(1) with ties: the first maximum")
+    v.sum().backward()
+    vt.sum().backward()
+    np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), err_msg="max(1) with ties: only the first maximum gets the gradient")
+    s = lab.tensor(1.5, requires_grad=True)
+    value, index = s.max(0)
+    assert np.shape(value.data) == () and int(np.asarray(index.data)) == 0, "a 0-d tensor's max(0) is itself, index 0"

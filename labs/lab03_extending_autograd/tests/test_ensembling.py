@@ -21,3 +21,15 @@ def test_different_inputs(lab):
     out = lab.ensemble_predict(models, x, same_input=False)
     for m, model in enumerate(models):
         assert torch.allclose(out[m], model(x[m]), atol=1e-6), f"model {m}: wrong outputs for x[{m}]"
+
+
+def test_models_with_buffers(lab):
+    torch.manual_seed(1)
+    models = [nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).eval() for _ in range(2)]
+    for m in models:
+        m[1].running_mean.normal_()
+        m[1].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(5, 3)
+    out = lab.ensemble_predict(models, x)
+    for m, model in enumerate(models):
+        assert torch.allclose(out[m], model(x), atol=1e-5), f"model {m} (batch norm in eval mode): stack the buffers too"

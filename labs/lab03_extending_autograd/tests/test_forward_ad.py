@@ -21,3 +21,30 @@ def test_hvp(lab):
     x, v = torch.randn(4, dtype=torch.double), torch.randn(4, dtype=torch.double)
     want = torch.autograd.functional.hessian(f, x) @ v
     assert torch.allclose(lab.hvp(f, x, v), want), "hvp differs from hessian(f, x) @ v"
+
+
+class OldCube(torch.autograd.Function):
+    """An old-style Function with a jvp and no backward: dual tensors handle it, torch.func refuses it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_forward(x)
+        return x ** 3
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        return 3 * x ** 2 * x_t
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        raise RuntimeError("forward-mode only")
+
+
+def test_old_style_function_and_hvp(lab):
+    x, v = torch.randn(4, dtype=torch.double), torch.randn(4, dtype=torch.double)
+    out, tangent = lab.jvp(OldCube.apply, (x,), (v,))
+    assert torch.allclose(tangent, 3 * x ** 2 * v), "jvp through a Function's own jvp: 3 x^2 v (use dual tensors)"
+    hv = lab.hvp(lambda t: OldCube.apply(t).sum(), x, v)
+    assert torch.allclose(hv, 6 * x * v), "hvp of sum(x^3) through a forward-only Function: 6 x v (reverse over forward)"
+    assert not hv.requires_grad, "hvp returns a tensor without history"

@@ -26,3 +26,11 @@ def test_loop_agrees(lab):
     fast, slow = lab.per_sample_grads(model, F.cross_entropy, x, y), lab.per_sample_grads_loop(model, F.cross_entropy, x, y)
     for name in fast:
         assert torch.allclose(fast[name], slow[name], atol=1e-6), f"the two versions disagree on {name}"
+
+
+def test_frozen_parameters_left_out(lab):
+    model, x, y = setup()
+    model[0].weight.requires_grad_(False)
+    for fn in (lab.per_sample_grads, lab.per_sample_grads_loop):
+        grads = fn(model, F.cross_entropy, x, y)
+        assert set(grads) == {"0.bias", "2.weight", "2.bias"}, f"{fn.__name__}: frozen 0.weight should be left out, got {sorted(grads)}"

@@ -17,4 +17,15 @@ def test_values_and_opcheck(lab):
 def test_compiles(lab):
     f = torch.compile(lambda t: lab.scaled_softplus(t, 2.0) * 2, fullgraph=True, backend="eager")
     x = torch.randn(5)
-    assert torch.allclose(f(x), 2 * F.softplus(x, 2.0, threshold=100), atol=1e-6)
+    assert torch.allclose(f(x), 2 * F.softplus(x, 2.0, threshold=100), atol=1e-6), "the compiled function should give 2 * softplus(x, 2.0)"
+
+
+def test_edge_shapes_and_fake(lab):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    for x in (torch.tensor(0.5, dtype=torch.double), torch.zeros(0, 3), torch.randn(2, 3, dtype=torch.float32)):
+        y = torch.ops.ipt.scaled_softplus.default(x, 2.0)
+        assert y.shape == x.shape and y.dtype == x.dtype, f"shape {tuple(x.shape)} {x.dtype}: got {tuple(y.shape)} {y.dtype}"
+        assert torch.allclose(y.double(), F.softplus(x.double(), 2.0, threshold=100), atol=1e-6), f"values for shape {tuple(x.shape)}"
+    with FakeTensorMode():
+        fake = torch.ops.ipt.scaled_softplus.default(torch.empty(4, 2), 1.0)
+    assert fake.shape == (4, 2), "the fake kernel should give the input's shape"

@@ -15,3 +15,9 @@ def test_mode_returns_results(lab):
         y = torch.ones(2, 2) @ torch.ones(2, 2)
     assert mode.ops == ["aten.ones.default", "aten.ones.default", "aten.mm.default"], f"got {mode.ops}"
     assert torch.equal(y, torch.full((2, 2), 2.0)), "ops under the mode should return their real results"
+
+
+def test_mode_passes_kwargs(lab):
+    with lab.LoggingMode() as mode:
+        z = torch.zeros(2, dtype=torch.float64)
+    assert mode.ops == ["aten.zeros.default"] and z.dtype == torch.float64, "ops keep their kwargs (dtype=...) under the mode"

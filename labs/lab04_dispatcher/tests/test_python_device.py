@@ -8,7 +8,7 @@ def test_ops(lab):
     assert type(a).__name__ == "NumpyTensor" and a.shape == (2, 3), f"to_device should give a NumpyTensor, got {type(a)}"
     b = a * 2 + 1
     assert type(b).__name__ == "NumpyTensor", "ops on NumpyTensors should return NumpyTensors"
-    assert torch.equal(lab.to_cpu(b), torch.arange(6.0).reshape(2, 3) * 2 + 1)
+    assert torch.equal(lab.to_cpu(b), torch.arange(6.0).reshape(2, 3) * 2 + 1), "a * 2 + 1 on your device should match the CPU"
 
 
 def test_one_sgd_step(lab):
@@ -24,3 +24,11 @@ def test_one_sgd_step(lab):
     for p, q in zip(dev.parameters(), cpu.parameters()):
         assert type(p).__name__ == "NumpyTensor", f"parameters should be NumpyTensors, got {type(p)}"
         assert torch.allclose(lab.to_cpu(p), q.detach(), atol=1e-6), "parameters after one SGD step should match the CPU"
+
+
+def test_inplace_returns_input_and_to_device_copies(lab):
+    src = torch.arange(4.0)
+    a = lab.to_device(src)
+    assert a.add_(1.0) is a, "an in-place op on a NumpyTensor should return the NumpyTensor itself"
+    assert torch.equal(src, torch.arange(4.0)), "to_device should copy: changing the NumpyTensor changed the CPU tensor"
+    assert a.payload.tolist() == [1.0, 2.0, 3.0, 4.0], "in-place ops write into the payload"

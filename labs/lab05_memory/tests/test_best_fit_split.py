@@ -25,3 +25,13 @@ def test_malloc_packs_a_segment(lab):
     assert alloc.device.num_mallocs == 2, "one small and one large segment"
     assert [blk.size for blk in alloc.pools["small"]] == [2 * MiB - 1536], "the rest of the small segment is cached"
     assert alloc.stats["allocated_bytes"]["current"] == 1536 + 3 * MiB
+
+
+def test_zero_bytes_and_large_slack(lab):
+    alloc = lab.CachingAllocator(lab.Device(1024 * MiB))
+    alloc.malloc(0)
+    assert alloc.stats["allocated_bytes"]["current"] == 512, "malloc(0) takes a 512-byte block in this lab"
+    assert alloc.stats["requested_bytes"]["current"] == 0, "requested_bytes counts what the tensor asked for"
+    alloc.malloc(19 * MiB)
+    assert alloc.stats["allocated_bytes"]["current"] == 512 + 20 * MiB, (
+        "a 1 MiB remainder of a large block is not split off: the whole 20 MiB block counts as allocated")

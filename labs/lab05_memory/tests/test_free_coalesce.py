@@ -31,3 +31,13 @@ def test_double_free(lab):
     alloc.free(a)
     with pytest.raises(ValueError):
         alloc.free(a)
+
+
+def test_bad_free_changes_nothing(lab):
+    alloc = lab.CachingAllocator(lab.Device(1024 * MiB))
+    a = alloc.malloc(4096)
+    with pytest.raises(ValueError):
+        alloc.free(a + 512)                 # inside a block, not its start
+    assert alloc.stats["allocated_bytes"]["current"] == 4096, "a free that raises must not change the allocator"
+    alloc.free(a)
+    assert [b.size for b in alloc.pools["small"]] == [2 * MiB], "the real free still works after the error"

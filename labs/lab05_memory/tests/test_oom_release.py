@@ -26,3 +26,16 @@ def test_empty_cache_keeps_split_segments(lab):
     alloc.free(b)
     alloc.release_cached_blocks()
     assert list(alloc.device.segments) == [a], "the free large segment is released; the small one holds a tensor"
+
+
+def test_out_of_memory_message_and_recovery(lab):
+    alloc = lab.CachingAllocator(lab.Device(30 * MiB))
+    big = alloc.malloc(20 * MiB)
+    with pytest.raises(lab.OutOfMemoryError) as info:
+        alloc.malloc(3 * MiB)               # needs a 20 MiB segment; 10 MiB are free
+    message = str(info.value)
+    assert message.startswith("Tried to allocate 20.00 MiB."), (
+        f"the message names the segment asked for (allocation_size), as PyTorch does; got {message[:60]!r}")
+    assert "10.00 MiB" in message, f"the message says how much the device has free, as format_size(...); got {message!r}"
+    alloc.free(big)
+    assert alloc.malloc(3 * MiB) == big, "after an OutOfMemoryError the allocator keeps working"

@@ -16,3 +16,26 @@ def test_replay(lab):
     assert addrs[10] == addrs[0] + 8 * MiB, "the second 8 MiB tensor shares the 20 MiB segment"
     s = alloc.memory_stats()
     assert s["active.all.current"] == 3 and s["num_device_alloc"] == 3
+
+
+class Recorder:
+    """Any object with malloc(nbytes) -> address and free(address) can be replayed on."""
+
+    def __init__(self):
+        self.calls, self.next = [], 0x1000
+
+    def malloc(self, nbytes):
+        self.calls.append(("malloc", nbytes))
+        self.next += 0x1000
+        return self.next
+
+    def free(self, addr):
+        self.calls.append(("free", addr))
+
+
+def test_replay_uses_the_given_allocator(lab):
+    rec = Recorder()
+    addrs = lab.replay(rec, [["alloc", 7, 100], ["alloc", 3, 5000], ["free", 7, 100], ["free", 3, 5000]])
+    assert rec.calls == [("malloc", 100), ("malloc", 5000), ("free", 0x2000), ("free", 0x3000)], (
+        f"replay calls allocator.malloc(nbytes) and allocator.free(address of that id), in order; got {rec.calls}")
+    assert list(addrs) == [0x2000, 0x3000, 0x2000, 0x3000]

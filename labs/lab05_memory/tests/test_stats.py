@@ -15,3 +15,13 @@ def test_stats(lab):
     assert s["inactive_split_bytes.all.current"] == 2 * MiB - 128 * KiB
     assert s["largest_free_block"] == 2 * MiB - 256 * KiB
     assert abs(s["fragmentation"] - (1 - (2 * MiB - 256 * KiB) / (2 * MiB - 128 * KiB))) < 1e-12
+
+
+def test_fragmentation_without_cache(lab):
+    alloc = lab.CachingAllocator(lab.Device(1024 * MiB))
+    s = alloc.memory_stats()
+    assert s["fragmentation"] == 0.0 and s["largest_free_block"] == 0, "nothing cached: fragmentation 0.0"
+    alloc.malloc(MiB)
+    alloc.malloc(MiB)
+    s = alloc.memory_stats()
+    assert s["fragmentation"] == 0.0 and s["inactive_split.all.current"] == 0, "two 1 MiB tensors fill a 2 MiB segment: nothing cached"

@@ -25,3 +25,11 @@ def test_folds(lab):
 def test_training_refused(lab):
     with pytest.raises(ValueError):
         lab.fold_conv_bn(torch.fx.symbolic_trace(make().train()))
+
+
+def test_only_conv2d_batchnorm2d(lab):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).eval()
+    gm = lab.fold_conv_bn(torch.fx.symbolic_trace(m))
+    kinds = [type(gm.get_submodule(n.target)).__name__ for n in gm.graph.nodes if n.op == "call_module"]
+    assert kinds == ["Linear", "BatchNorm1d"], f"only Conv2d + BatchNorm2d fold: Linear + BatchNorm1d stays, got {kinds}"

@@ -28,3 +28,15 @@ def test_match(lab):
     calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert calls[0] is F.silu and torch.sigmoid not in calls, f"got {calls}"
     assert torch.allclose(gm(x), F.silu(x) - 1)
+
+
+def test_method_spelling_and_exact_node(lab):
+    class M(nn.Module):
+        def forward(self, x):
+            return x.sigmoid().mul(x)
+
+    gm = torch.fx.symbolic_trace(M())
+    assert lab.fuse_silu(gm) == 1, "x.sigmoid().mul(x) is a match (methods, sigmoid first)"
+    silu = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert len(silu) == 1 and silu[0].target is F.silu and len(silu[0].args) == 1 and silu[0].kwargs == {}, (
+        f"the new node should be exactly call_function(F.silu, (x,)) without kwargs, got {[(n.target, n.args, n.kwargs) for n in silu]}")

@@ -13,3 +13,14 @@ def test_records_meta(lab):
     assert meta["_0"]["shape"] == (2, 4) and meta["_0"]["dtype"] == torch.float32, f"got {meta['_0']}"
     assert meta["input_1"]["stride"] == (3, 1), f"got {meta['input_1']}"
     assert lab.activation_bytes(gm) == {"_0": 32, "_1": 32}, lab.activation_bytes(gm)
+
+
+def test_storage_offset(lab):
+    class Slice(nn.Module):
+        def forward(self, x):
+            return x[1:], x.flatten()[3:]
+
+    gm = torch.fx.symbolic_trace(Slice())
+    lab.ShapeRecorder(gm).run(torch.randn(4, 3))
+    offsets = [n.meta.get("storage_offset") for n in gm.graph.nodes if n.op == "call_function"]
+    assert offsets == [3, 3], f"x[1:] of a (4, 3) tensor starts at element 3, so does flatten()[3:]; got {offsets}"

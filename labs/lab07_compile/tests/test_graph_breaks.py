@@ -25,3 +25,19 @@ def test_logged_fixed_is_one_graph(lab):
     out = torch.compile(lab.logged_fixed, fullgraph=True, backend="eager")(x)
     assert torch.allclose(out, torch.relu(x) * 3), "logged_fixed should return relu(x) * 3"
     torch._dynamo.reset()
+
+
+def test_branchy_fixed_both_branches(lab):
+    for shift in (2.0, -2.0):
+        torch._dynamo.reset()
+        x = torch.randn(8) * 0.1 + shift
+        y = x.sin()
+        want = y * 2 if y.sum() > 0 else y - 1
+        out = torch.compile(lab.branchy_fixed, fullgraph=True, backend="eager")(x)
+        assert torch.allclose(out, want), f"branchy_fixed should return what branchy returns (input near {shift:+.0f})"
+    torch._dynamo.reset()
+
+
+def test_classify_break(lab):
+    assert lab.classify_break("Tensor.item() call with capture_scalar_outputs=False") == "scalar", "a Tensor.item() reason is 'scalar'"
+    assert lab.classify_break("something else entirely") == "other", "an unknown reason is 'other'"

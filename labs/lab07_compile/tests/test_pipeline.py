@@ -1,6 +1,7 @@
 """Public tests of part `pipeline` (run them with check("pipeline"))."""
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 
 def test_gelu_mlp_forward_and_gradients(lab):
@@ -14,11 +15,11 @@ def test_gelu_mlp_forward_and_gradients(lab):
     args = [torch.randn(6, 8, requires_grad=True), torch.randn(8, 16, requires_grad=True),
             torch.randn(16, requires_grad=True), torch.randn(16, 3, requires_grad=True)]
     out = torch.compile(mlp, backend=lab.fusing_backend)(*args)
-    assert torch.allclose(out, mlp(*args), atol=1e-5), "the forward should equal eager"
+    assert torch.allclose(out, mlp(*args), atol=1e-5), "the forward of gelu(x @ w1 + b1) @ w2 should equal eager"
     grads = torch.autograd.grad(out.sum(), args)
     want = torch.autograd.grad(mlp(*args).sum(), args)
-    for g, w in zip(grads, want):
-        assert torch.allclose(g, w, atol=1e-4), "the gradients should equal eager"
+    for name, g, w in zip(["x", "w1", "b1", "w2"], grads, want):
+        assert torch.allclose(g, w, atol=1e-4), f"the gradient of {name} should equal eager"
     assert lab.COMPILED_KERNELS == [1, 1], f"the forward and the backward each fuse into one kernel, got {lab.COMPILED_KERNELS}"
     torch._dynamo.reset()
 
@@ -28,6 +29,24 @@ def test_softmax_kernels(lab):
     lab.COMPILED_KERNELS.clear()
     x = torch.randn(5, 9)
     out = torch.compile(lambda t: torch.softmax(t, -1), backend=lab.fusing_backend)(x)
-    assert torch.allclose(out, torch.softmax(x, -1), atol=1e-6)
+    assert torch.allclose(out, torch.softmax(x, -1), atol=1e-6), "softmax(x, -1) compiled with your backend should equal eager"
     assert lab.COMPILED_KERNELS == [3], f"softmax plans 3 kernels, got {lab.COMPILED_KERNELS}"
+    torch._dynamo.reset()
+
+
+def test_fuse_graph_returns_one_kernel_per_group(lab):
+    gm = make_fx(lambda x, w: torch.tanh(x @ w) * 2 + (x @ w).sum(-1, keepdim=True), decomposition_table=lab.DECOMPOSITIONS)(
+        torch.randn(3, 4), torch.randn(4, 5))
+    fused, kernels = lab.fuse_graph(gm)
+    assert len(kernels) == len(lab.plan_fusion(gm)), f"fuse_graph should return one Kernel per group of plan_fusion, got {len(kernels)}"
+    x, w = torch.randn(3, 4), torch.randn(4, 5)
+    assert torch.allclose(fused(x, w), torch.tanh(x @ w) * 2 + (x @ w).sum(-1, keepdim=True), atol=1e-5), (
+        "the GraphModule fuse_graph returns should compute what the graph computes")
+
+
+def test_all_dims_sum_through_the_backend(lab):
+    torch._dynamo.reset()
+    x = torch.randn(4, 5)
+    out = torch.compile(lambda t: (t * 2).sum(dim=(0, 1)), backend=lab.fusing_backend)(x)
+    assert torch.allclose(out, (x * 2).sum(dim=(0, 1)), atol=1e-5), f"(x * 2).sum(dim=(0, 1)) should be {float((x * 2).sum()):.4f}, got {out}"
     torch._dynamo.reset()

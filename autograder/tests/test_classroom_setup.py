@@ -1,0 +1,75 @@
+"""`make setup` installs the CPU build of torch 2.13.0 anywhere: a wheel pip reaches without an index first
+(this machine: pip's find-links), else on Linux PyTorch's CPU wheel index, never PyPI's CUDA build.
+`make grade` without LAB and the book without npm say what to type."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+FAKE_PY = """#!/usr/bin/env bash
+echo "$*" >> "{log}"
+case " $* " in *" --no-index "*) exit {no_index_status};; esac
+exit 0
+"""
+
+
+def setup_commands(tmp_path: Path, local_wheel: bool, makefile: Path = REPO / "Makefile") -> list[str]:
+    """Run the setup recipe with a stand-in python that logs its arguments; return what pip was asked."""
+    log = tmp_path / "pip.log"
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PY.format(log=log, no_index_status=0 if local_wheel else 1))
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-s", "-B", "-f", str(makefile), "setup", f"PYTHON={fake}", f"PY={fake}",
+                           f"STAMP={tmp_path / 'stamp'}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return log.read_text().splitlines()
+
+
+@pytest.mark.parametrize("makefile", [REPO / "Makefile", REPO / "autograder" / "authoring" / "student" / "Makefile"],
+                         ids=["instructor", "student"])
+def test_setup_on_an_ordinary_linux_machine_uses_the_cpu_index(tmp_path, makefile):
+    if platform.system() != "Linux":
+        pytest.skip("the Linux path")
+    calls = setup_commands(tmp_path, local_wheel=False, makefile=makefile)
+    torch = [c for c in calls if "torch==2.13.0" in c or "requirements-torch" in c]
+    assert torch[0].endswith("--no-index torch==2.13.0"), calls
+    assert torch[1] == f"-m pip install -q torch==2.13.0 --index-url {CPU_INDEX}", calls
+    assert len(torch) == 2, "torch must not be asked for again without the CPU index"
+    assert calls.index(torch[1]) < calls.index("-m pip install -q -r requirements.txt")
+
+
+def test_setup_here_takes_the_local_wheel_without_any_index(tmp_path):
+    calls = setup_commands(tmp_path, local_wheel=True)
+    assert not [c for c in calls if "--index-url" in c], calls
+
+
+def test_pip_finds_torch_without_an_index_here():
+    """The first step really succeeds on this machine (pip's config has find-links), with no network."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--dry-run", "-q", "torch==2.13.0"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_make_grade_without_lab_says_what_to_type():
+    proc = subprocess.run(["make", "-s", "grade", "STAMP=/dev/null"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "make grade LAB=lab01" in proc.stdout + proc.stderr
+
+
+def test_make_book_without_npm_names_the_prerequisite(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("bash", "sh", "env", "grep", "sed", "expand"):
+        if shutil.which(tool):
+            (bindir / tool).symlink_to(shutil.which(tool))
+    proc = subprocess.run([shutil.which("make"), "-s", "book", "STAMP=/dev/null"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PATH": str(bindir)})
+    assert proc.returncode == 2 and "needs npm" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
