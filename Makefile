@@ -35,9 +35,12 @@ $(STAMP): requirements.txt requirements-torch.txt
 	@mkdir -p build/tmp
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-index $(TORCH_PIN) 2>/dev/null \
-	  || if [ "$$(uname -s)" = Linux ]; then $(PY) -m pip install -q $(TORCH_PIN) --index-url $(TORCH_CPU_INDEX); \
-	     else $(PY) -m pip install -q -r requirements-torch.txt; fi
+	@# a torch wheel pip already has locally (a course machine's wheel folder) is used as it is; otherwise
+	@# PyTorch's CPU index on Linux (the public index would bring the CUDA build), PyPI on macOS
+	if $(PY) -m pip download -q --no-deps --no-index $(TORCH_PIN) -d build/wheels >/dev/null 2>&1; then \
+	  $(PY) -m pip install -q --find-links build/wheels $(TORCH_PIN); \
+	elif [ "$$(uname -s)" = Linux ]; then $(PY) -m pip install -q $(TORCH_PIN) --index-url $(TORCH_CPU_INDEX); \
+	else $(PY) -m pip install -q -r requirements-torch.txt; fi
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'inside_pytorch.pth').write_text('$(CURDIR)\n$(CURDIR)/labs\n')"
 	$(PY) -m pip check

@@ -140,6 +140,47 @@ def write_class_csv(out: Path, rows: list[tuple[Path, dict]], targets: list[Path
     return file
 
 
+def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: str, force: bool = False,
+          due: str | None = None, percent_per_day: float | None = None) -> int:
+    """Grade submissions (notebooks, `make submit` zips, folders of them); batches write class.csv keyed
+    by learner, with late penalties when a deadline is given (DUE= / PENALTY= in make, or IPT_DUE /
+    IPT_LATE_PENALTY)."""
+    paths = lab_paths(lab)
+    due = due if due is not None else (os.environ.get("IPT_DUE") or None)
+    if percent_per_day is None:
+        percent_per_day = float(os.environ.get("IPT_LATE_PENALTY") or 0)
+    if due:
+        try:
+            late_penalty(due, due, percent_per_day)
+        except ValueError as exc:
+            console.print(f"[red]DUE:[/] {exc}")
+            return 2
+    items = expand(submissions) if submissions else example_submissions(paths.lab)
+    missing = [p for p in items if not p.exists()]
+    if missing:
+        console.print(f"[red]no such submission:[/] {', '.join(map(str, missing))}")
+        return 2
+    out = out or (REPO / "grading" / paths.lab)
+    single = len(submissions) == 1 and submissions[0].is_file()
+    targets = [out if single else out / _folder_name(p) for p in items]
+    if len(set(targets)) != len(targets):
+        console.print("[red]two submissions share a name; rename one[/]")
+        return 2
+    options, stamp = Options(sandbox), fingerprint(paths)
+    todo = [(p, t) for p, t in zip(items, targets, strict=True) if force or not _already_graded(p, t, stamp)]
+    if len(todo) < len(items):
+        console.print(f"{len(items) - len(todo)} submission(s) already graded with these graders: kept (--force regrades)")
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        work = pool.map(lambda pt: grade_one(paths, pt[0], pt[1], options), todo)
+        list(tqdm(work, total=len(todo), desc=f"grading {paths.lab}", unit="sub", disable=len(todo) < 2))
+    rows = [(p, json.loads((t / "results.json").read_text())) for p, t in zip(items, targets, strict=True)]
+    console.print(score_table(paths.lab, rows))
+    if not single:
+        console.print(f"class table: {write_class_csv(out, rows, targets, due, percent_per_day)}")
+    console.print(f"results in {out}" + ("" if single else "/<submission>/") + " (results.json, feedback.md)")
+    return 0
+
+
 def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None, under_load: bool = False) -> int:
     chosen = [lab_paths(lab).lab for lab in labs] or [p.lab for p in all_labs()]
     return max((selftest_mod.run(lab, jobs, sandbox, quick, under_load) for lab in chosen), default=0)

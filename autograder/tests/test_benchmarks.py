@@ -35,6 +35,7 @@ def test_lab07_benchmark_prints_ratios_on_real_blocks():
     proc = bench("lab07", "--rounds", "1", "--n", "4096", "--no-inductor", "--block-rounds", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(proc.stdout)
-    assert proc.stdout.count(" vs eager: ") == 10, proc.stdout
+    block_lines = re.findall(r"^  .+ (?:inference|training) .+ vs eager: \d+\.\d\d", proc.stdout, re.M)
+    assert len(block_lines) == 10, f"expected 5 blocks x (inference, training) ratio lines in:\n{proc.stdout}"
     found = re.search(r"^real blocks, speedup vs eager: (\d+\.\d\d) \(lowest (\d+\.\d\d)\)$", proc.stdout, re.M)
     assert found and float(found.group(1)) > 0, f"no 'real blocks, speedup vs eager' line in:\n{proc.stdout}"

@@ -41,7 +41,7 @@ def test_setup_on_an_ordinary_linux_machine_uses_the_cpu_index(tmp_path, makefil
         pytest.skip("the Linux path")
     calls = setup_commands(tmp_path, local_wheel=False, makefile=makefile)
     torch = [c for c in calls if "torch==2.13.0" in c or "requirements-torch" in c]
-    assert torch[0].endswith("--no-index torch==2.13.0"), calls
+    assert torch[0] == "-m pip download -q --no-deps --no-index torch==2.13.0 -d build/wheels", calls
     assert torch[1] == f"-m pip install -q torch==2.13.0 --index-url {CPU_INDEX}", calls
     assert len(torch) == 2, "torch must not be asked for again without the CPU index"
     assert calls.index(torch[1]) < calls.index("-m pip install -q -r requirements.txt")
@@ -50,12 +50,14 @@ def test_setup_on_an_ordinary_linux_machine_uses_the_cpu_index(tmp_path, makefil
 def test_setup_here_takes_the_local_wheel_without_any_index(tmp_path):
     calls = setup_commands(tmp_path, local_wheel=True)
     assert not [c for c in calls if "--index-url" in c], calls
+    assert "-m pip install -q --find-links build/wheels torch==2.13.0" in calls, calls
 
 
-def test_pip_finds_torch_without_an_index_here():
-    """The first step really succeeds on this machine (pip's config has find-links), with no network."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--dry-run", "-q", "torch==2.13.0"],
-                          capture_output=True, text=True, timeout=300)
+def test_pip_finds_torch_without_an_index_here(tmp_path):
+    """The first step really succeeds on this machine (pip's config has find-links), with no network, even in a
+    fresh venv whose torch dependencies are not local wheels (so `install --no-index` alone would fail)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-index", "torch==2.13.0",
+                           "-d", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

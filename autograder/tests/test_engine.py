@@ -276,8 +276,9 @@ def test_batch_grading_writes_a_class_table_and_resumes(toy, tmp_path, capsys):
     out = tmp_path / "out"
     assert commands.grade(toy, [folder], out, 2, "auto") == 0
     rows = (out / "class.csv").read_text().splitlines()
-    assert rows[0].startswith("submission,add,scale,score,max_score")
-    assert rows[1].startswith("alice.ipynb,10.0,5.0,15.0,15.0") and rows[2].startswith("bob.ipynb,0.0,5.0,5.0,15.0")
+    assert rows[0].startswith("learner,submission,submitted_at,add,scale,raw_score,days_late,penalty_percent,score,max_score"), rows[0]
+    assert rows[1].startswith("alice,alice.ipynb,,10.0,5.0,15.0,0,0.0,15.0,15.0"), rows[1]
+    assert rows[2].startswith("bob,bob.ipynb,,0.0,5.0,5.0,0,0.0,5.0,15.0"), rows[2]
     first = (out / "bob" / "results.json").stat().st_mtime_ns
     capsys.readouterr()
     assert commands.grade(toy, [folder], out, 2, "auto") == 0
