@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import tomllib
 from dataclasses import dataclass, field
 
@@ -93,3 +94,16 @@ def twin_notebook(paths: LabPaths, attempt: Attempt) -> nbformat.NotebookNode:
     released = _solution_cells(stub(paths))
     base = reference(paths) if attempt.base == "reference" else stub(paths)
     return _with_cells(base, {gid: released[gid].source for gid in attempt.cells if gid in released})
+
+
+@functools.lru_cache(maxsize=None)
+def reference_module(lab: str):
+    """The reference solution's exported cells executed as a module, in P0 (fuzzers and benchmarks)."""
+    from labkit.notebook import assemble, load_module
+
+    from autograder.paths import lab_paths
+    nb = reference(lab_paths(lab))
+    module, errors = load_module(assemble(nb, nb).cells, f"{lab}_reference")
+    if errors:
+        raise RuntimeError(f"the {lab} reference does not load: " + "; ".join(errors))
+    return module

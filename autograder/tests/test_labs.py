@@ -39,7 +39,7 @@ def test_selftest(paths, capsys):
     out = capsys.readouterr().out
     with capsys.disabled():  # progress per lab in CI's log, not only dots
         summary = [line for line in out.splitlines() if line.startswith(("mutants caught", "adversarial", "FAIL", "selftest"))]
-        print(f"\n[{paths.lab}] " + "\n[{paths.lab}] ".join(summary))
+        print(f"\n[{paths.lab}] " + f"\n[{paths.lab}] ".join(summary))
     assert code == 0, f"selftest {paths.lab} failed:\n{out}"
 
 

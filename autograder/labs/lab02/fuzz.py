@@ -26,15 +26,8 @@ from autograder.labs.lab02.strategies import ELEMENTWISE, REDUCTIONS, SOFTMAX, e
 @functools.lru_cache(maxsize=1)
 def reference():
     """The reference solution as a module (its exported cells, as grading runs them)."""
-    from labkit.notebook import assemble, load_module
-
-    from autograder.authoring.generate import solution_notebook
-    from autograder.paths import lab_paths
-
-    nb = solution_notebook(lab_paths("lab02").solution.read_text())
-    module, errors = load_module(assemble(nb, nb).cells, "lab02_reference")
-    assert not errors, f"the reference does not load: {errors}"
-    return module
+    from autograder.engine.variants import reference_module
+    return reference_module("lab02")
 
 
 def compare(prog) -> bool:

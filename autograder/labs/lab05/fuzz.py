@@ -31,15 +31,8 @@ from autograder.labs.lab05.oracle import KiB, MiB
 @functools.lru_cache(maxsize=1)
 def reference():
     """The reference solution as a module (its exported cells, as grading runs them)."""
-    from labkit.notebook import assemble, load_module
-
-    from autograder.authoring.generate import solution_notebook
-    from autograder.paths import lab_paths
-
-    nb = solution_notebook(lab_paths("lab05").solution.read_text())
-    module, errors = load_module(assemble(nb, nb).cells, "lab05_reference")
-    assert not errors, f"the reference does not load: {errors}"
-    return module
+    from autograder.engine.variants import reference_module
+    return reference_module("lab05")
 
 
 KEYS = ["allocated_bytes.all.current", "allocated_bytes.all.peak", "requested_bytes.all.current",
