@@ -13,7 +13,7 @@ from autograder.paths import REPO
 
 MAX_FAILURES_SHOWN = 6
 MAX_MESSAGE = 1200
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 
 
 def _clean(text: str) -> str:
@@ -64,7 +64,10 @@ def to_gradescope(result, info) -> dict:
             "engine_version": ENGINE_VERSION,
             "parts": {p.id: {"score": p.score, "max_score": p.points, "passed": p.passed, "total": p.total} for p in result.parts},
             "measurements": {m["name"]: [m["value"], m["unit"]] for m in result.measurements},
-            "internal_errors": ([result.error] if result.error else []) + [e for p in result.parts for e in p.internal],
+            # which checks hit a grading-side problem, by test id only: the details (grader tracebacks,
+            # hidden text) go to internal.json, which only instructors see
+            "internal_errors": (["grading error (see internal.json)"] if result.error else [])
+                               + [e.split(": ", 1)[0] for p in result.parts for e in p.internal],
         },
     }
 
@@ -84,5 +87,7 @@ def write(result, info, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(to_gradescope(result, info), indent=2) + "\n")
     (out_dir / "feedback.md").write_text(to_markdown(result, info))
-    # for instructors only (class reports): which hidden test passed, by name
+    # for instructors only (class reports): which hidden test passed, by name, and grading-side problems
     (out_dir / "outcomes.json").write_text(json.dumps(result.tests, indent=1) + "\n")
+    internal = ([result.error] if result.error else []) + [e for p in result.parts for e in p.internal]
+    (out_dir / "internal.json").write_text(json.dumps(internal, indent=1) + "\n")

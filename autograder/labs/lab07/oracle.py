@@ -45,6 +45,7 @@ def close(got, want, what, rtol=1e-4, atol=1e-5):
         assert np.array_equal(got.astype(bool), want.astype(bool)), f"{what}: wrong values"
         return
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+        got, want = np.atleast_1d(got), np.atleast_1d(want)  # a 0-d result too
         diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
         diff[np.isnan(diff)] = np.inf
         where = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
