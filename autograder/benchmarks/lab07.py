@@ -18,15 +18,8 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 def reference_module():
     """The exported cells of solutions/lab07_compile.py, executed as a module."""
-    import jupytext
-    from labkit.notebook import assemble, load_module
-
-    from autograder.paths import lab_paths
-    nb = jupytext.read(lab_paths("lab07").solution, fmt="py:percent")
-    module, errors = load_module(assemble(nb, nb).cells, name="lab07_reference")
-    if errors:
-        raise RuntimeError("the reference solution does not load: " + "; ".join(errors))
-    return module
+    from autograder.engine.variants import reference_module as load
+    return load("lab07")
 
 
 def main(argv: list[str]) -> int:
