@@ -9,6 +9,7 @@ among identical lines), so it survives edits elsewhere in the solution.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -71,6 +72,7 @@ def _chunks(text: str) -> list[tuple[int, str]]:
     return [(a, "".join(lines[a:b])) for a, b in zip(starts, [*starts[1:], len(lines)])]
 
 
+@functools.lru_cache(maxsize=8)  # ~10 s for a lab: the selftest asks twice
 def generate(text: str) -> list[MachineMutant]:
     """Every mutant of the curated operators whose change lies inside a solution region."""
     from cosmic_ray.ast import ast_nodes, get_ast
@@ -129,6 +131,7 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
     """Grade each mutant (stop at the first lost point); returns one record per mutant."""
     import nbformat
 
+    from autograder.engine import variants
     from autograder.engine.pipeline import Options, fingerprint, grade
     folder = build_dir("mutation", paths.lab)
     cache_file = folder / "cache.json"
@@ -141,8 +144,9 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
             record = cache[key]
         else:
             path = folder / f"machine-{mutant.id}.ipynb"
-            path.write_text(nbformat.writes(notebook(paths, mutant)))
-            result = grade(paths, path, folder / "results" / mutant.id, Options(sandbox, True))
+            nb = notebook(paths, mutant)
+            path.write_text(nbformat.writes(nb))
+            result = grade(paths, path, folder / "results" / mutant.id, Options(sandbox, True, variants.home_first(paths, nb)))
             record = {"killed": result.score < result.max_score, "score": result.score, "error": result.error,
                       "seconds": result.seconds,
                       "failures": [f for p in result.parts for f in p.failures][:2]}

@@ -108,6 +108,17 @@ def lab_settings(paths: LabPaths) -> dict:
     return tomllib.loads(file.read_text()) if file.exists() else {}
 
 
+def grading_seed(cells) -> int:
+    """The seed of the graders' generated (hypothesis) cases: drawn from the learner's code, so the same
+    submission always meets the same cases (a regrade gives the same score) while another submission
+    meets others, and a table of answers harvested from earlier feedback does not carry over.
+    IPT_GRADING_SEED overrides it (authoring: try the reference on other draws)."""
+    forced = os.environ.get("IPT_GRADING_SEED")
+    if forced:
+        return int(forced)
+    return int(hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()[:12], 16)
+
+
 def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: Path) -> tuple[list[dict], dict, str | None]:
     """Run the hidden graders in a trusted pytest process; returns (test records, session record, error).
     The session record carries the graders' measurements."""
@@ -119,11 +130,13 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
     }
+    job["seed"] = grading_seed(assembly.cells)
     (workdir / "job.json").write_text(json.dumps(job))
     targets = [str(paths.graders / f"test_{part}.py") for part in options.parts] or [str(paths.graders)]
     cmd = [sys.executable, "-m", "pytest", *targets, "-p", "autograder.engine.plugin",
            f"--ipt-job={workdir / 'job.json'}", "-c", str(GRADER_INI), "--rootdir", str(paths.graders),
            "-q", "--no-header", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
+    cmd.append(f"--hypothesis-seed={job['seed']}")
     if options.stop_at_first_failure:
         cmd.append("-x")
     modules = len(options.parts) or len(list(paths.graders.glob("test_*.py")))

@@ -15,6 +15,7 @@ from autograder.engine import sandbox
 from autograder.engine.student import GraderError, Student, StudentError
 
 _job: dict = {}
+_SETUP = pytest.StashKey[float]()
 _session = {"level": None, "load_errors": None, "output": [], "skipped": {}, "zygote": None}
 
 
@@ -42,8 +43,9 @@ def pytest_configure(config):
         from hypothesis import HealthCheck, Phase, settings
     except ImportError:
         return
-    # deterministic, and no shrinking: a failing submission costs no more time than a passing one
-    settings.register_profile("ipt-grading", derandomize=True, database=None, deadline=None, print_blob=False,
+    # seeded per submission by the pipeline (--hypothesis-seed), and no shrinking: a failing submission
+    # costs no more time than a passing one
+    settings.register_profile("ipt-grading", derandomize=False, database=None, deadline=None, print_blob=False,
                               report_multiple_bugs=False, suppress_health_check=list(HealthCheck),
                               phases=[Phase.explicit, Phase.generate])
     settings.load_profile("ipt-grading")
@@ -99,6 +101,14 @@ def pytest_runtest_call(item):
         handle.begin_test(item.nodeid)
 
 
+@pytest.fixture(scope="session")
+def grading_seed() -> int:
+    """This submission's seed (the same one hypothesis draws from): seed P0's own input generators with
+    it (`random.Random(grading_seed)`, `torch.Generator().manual_seed(grading_seed)`) so that inputs are
+    fresh for each submission and the same on a regrade."""
+    return int(_job.get("seed", 0))
+
+
 @pytest.fixture
 def measurement(request):
     """`measurement("vmap speed-up vs loop", 7.9, "x")`: an informational figure measured in P0. It is
@@ -133,12 +143,16 @@ def _record(entry: dict) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if report.when == "setup":
+        item.stash[_SETUP] = report.duration
     final = report.when == "call" or (report.when == "setup" and not report.passed)
     if final:
         marker = item.get_closest_marker("weight")
         entry = {"kind": "test", "id": item.nodeid, "name": item.name, "part": part_of(item),
                  "weight": float(marker.args[0]) if marker else 1.0,
-                 "outcome": "passed" if report.passed else "failed", "message": "", "internal": False}
+                 "outcome": "passed" if report.passed else "failed", "message": "", "internal": False,
+                 # P0's own clock, setup (a part's first test loads the learner's cells) plus call
+                 "seconds": round(item.stash.get(_SETUP, 0.0) + (report.duration if report.when == "call" else 0.0), 3)}
         if report.skipped:
             entry.update(message="not run (skipped)", internal=True)
         elif call.excinfo is not None and not report.passed:

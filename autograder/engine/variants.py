@@ -96,6 +96,24 @@ def twin_notebook(paths: LabPaths, attempt: Attempt) -> nbformat.NotebookNode:
     return _with_cells(base, {gid: released[gid].source for gid in attempt.cells if gid in released})
 
 
+def home_first(paths: LabPaths, nb) -> tuple[str, ...]:
+    """Every part of the lab, those that follow a solution cell where `nb` differs from the reference
+    first. A mutant graded with pytest's -x in this order is usually caught by its first part, so the
+    rest is not run; the verdict is the same as in notebook order."""
+    release = stub(paths)
+    changed = {gid for gid, cell in _solution_cells(nb).items()
+               if cell.source != _solution_cells(reference(paths)).get(gid, cell).source}
+    order, home, pending = [], [], False
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id") in changed:
+            pending = True
+        if meta.get("grade") and cell.cell_type == "code" and "points" in meta:
+            (home if pending else order).append(meta["grade_id"])
+            pending = False
+    return tuple(home + order)
+
+
 @functools.lru_cache(maxsize=None)
 def reference_module(lab: str):
     """The reference solution's exported cells executed as a module, in P0 (fuzzers and benchmarks)."""

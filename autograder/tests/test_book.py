@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,7 +23,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "book" / "_build" / "html"
-BUILD_TIMEOUT_S = 900
 STAGES = ["01_tensors", "02_autograd", "03_dispatcher", "04_memory", "05_fx", "06_compile",
           "07_quantization", "08_distributed", "09_deploy"]
 LAB01 = ROOT / "labs" / "lab01_strided" / "lab01_strided.ipynb"
@@ -103,19 +101,13 @@ def _words(page: _Tags) -> str:
 
 # --------------------------------------------------------------------------- the build
 @pytest.fixture(scope="module")
-def book() -> Path:
-    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(ROOT / "build" / "tmp"))
-    (ROOT / "build" / "tmp").mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(ROOT / "book" / "build.py")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    elapsed = time.monotonic() - start
-    if proc.returncode != 0:
-        out = (proc.stdout + proc.stderr)[-6000:]
-        pytest.fail(f"book/build.py exited {proc.returncode} after {elapsed:.0f} s:\n{out}",
+def book(book_build) -> Path:
+    """The site built by book/build.py (the session's `book_build`, shared with test_course_notebooks)."""
+    if not book_build.ok:
+        pytest.fail(f"book/build.py failed after {book_build.seconds:.0f} s: {book_build.output[-6000:]}",
                     pytrace=False)
-    print(f"book built in {elapsed:.0f} s")
-    return HTML
+    print(f"book built in {book_build.seconds:.0f} s")
+    return book_build.html
 
 
 def test_index_and_stage_pages_exist(book):

@@ -84,3 +84,19 @@ def test_graders_never_zip_learner_data_without_a_length_check():
                 if not strict:
                     found.append(f"{file.relative_to(AUTOGRADER)}:{node.lineno}")
     assert not found, "zip() without strict=True (use replies.pairs for learner data): " + ", ".join(found)
+
+
+def test_graders_draw_their_cases_from_the_grading_seed():
+    """A grader that pins derandomize=True meets the same generated cases in every submission, so answers
+    harvested from earlier feedback would carry over. Only the fuzzers (which prove the reference) pin it."""
+    from autograder.paths import AUTOGRADER
+    pinned = [str(f.relative_to(AUTOGRADER)) for f in sorted((AUTOGRADER / "labs").glob("lab*/*.py"))
+              if f.name != "fuzz.py" and "derandomize=True" in f.read_text()]
+    assert not pinned, f"graders that pin derandomize=True: {pinned}"
+
+
+def test_the_grading_seed_follows_the_submission():
+    from autograder.engine.pipeline import grading_seed
+    one, other = [("a-solution", "x = 1")], [("a-solution", "x = 2")]
+    assert grading_seed(one) == grading_seed([tuple(c) for c in one]) == grading_seed(list(one))
+    assert grading_seed(one) != grading_seed(other)

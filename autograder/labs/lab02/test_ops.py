@@ -108,7 +108,9 @@ def test_finite_differences(student, p, data):
     gradient = p["ops"][-1][2]
     root_shape = np.shape(want["values"][root])
     weight = np.ones(root_shape) if gradient is None else np.asarray(gradient)
-    torch_grads = [e for e in want["log"] if e[0] == "backward"][-1][2]["grads"]
+    finished = [e for e in want["log"] if e[0] == "backward"]
+    assume(finished)  # torch refused this backward (e.g. a root that needs no grad): not a fair FD case
+    torch_grads = finished[-1][2]["grads"]
     candidates = [n for n, _, rg in p["inputs"] if rg and torch_grads[n] is not None]
     assume(candidates)
     name = data.draw(st.sampled_from(candidates))

@@ -6,7 +6,7 @@ y, while a backward that runs autograd on a recomputed forward (or torch's own l
 """
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autograder.engine import replies
@@ -60,6 +60,7 @@ def test_small(student):
        requires=st.sampled_from([(True, True, True), (True, False, True), (False, True, False), (False, False, True),
                                  (True, True, False)]))
 def test_generated(student, seed, batch, n_in, n_out, bias, dtype, requires):
+    assume(any(requires[:3 if bias else 2]))  # nothing requires grad: backward has no graph to run
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else {}
     check_against_torch(student, *case(seed, batch, n_in, n_out, bias, dtype), requires=requires, **tol)
 
