@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     t.add_argument("--attempt", help="an adversarial attempt's name")
     t.add_argument("--twin", action="store_true", help="with --attempt: grade its honest twin instead")
     t.add_argument("--sandbox", default="auto")
+    t.add_argument("--seed", type=int, help="grade with this grading seed (another draw of the generated cases)")
 
     m = sub.add_parser("mutation", help="machine-made mutants of a lab's solution, graded through the real grader")
     m.add_argument("lab")
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
         return commands.fuzz(args.labs, args.examples)
     if args.command == "try":
         return commands.try_variant(args.lab, args.notebook, [p for p in args.parts.split(",") if p], args.mutant,
-                                    args.attempt, args.twin, args.sandbox)
+                                    args.attempt, args.twin, args.sandbox, args.seed)
     if args.command == "mutation":
         from autograder.engine import mutation
         return mutation.main(args.lab, args.list, args.limit, [i for i in args.ids.split(",") if i], args.jobs,

@@ -187,7 +187,7 @@ def selftest(labs: list[str], jobs: int, sandbox: str, quick: bool | None = None
 
 
 def try_variant(lab: str, which: str, parts: list[str], mutant: str | None, attempt: str | None, twin: bool,
-                sandbox: str) -> int:
+                sandbox: str, seed: int | None = None) -> int:
     """Grade one variant (reference, stub, a notebook, a mutant, an attempt or its twin) and print it all."""
     import nbformat
 
@@ -226,7 +226,7 @@ def try_variant(lab: str, which: str, parts: list[str], mutant: str | None, atte
         path.write_text(nbformat.writes(nb))
     else:
         path = Path(which)
-    result = grade_one(paths, path, folder / "result", Options(sandbox, parts=tuple(parts)))
+    result = grade_one(paths, path, folder / "result", Options(sandbox, parts=tuple(parts), seed=seed))
     for part in result.parts:
         if parts and part.id not in parts:
             continue

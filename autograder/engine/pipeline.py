@@ -29,6 +29,7 @@ class Options:
     sandbox: str = "auto"
     stop_at_first_failure: bool = False  # mutant runs: any lost point is enough
     parts: tuple[str, ...] = ()  # only these parts' graders (authoring runs); empty = every part
+    seed: int | None = None  # the grading seed; None = drawn from the submission (authoring: another draw)
 
 
 @dataclass
@@ -112,10 +113,7 @@ def grading_seed(cells) -> int:
     """The seed of the graders' generated (hypothesis) cases: drawn from the learner's code, so the same
     submission always meets the same cases (a regrade gives the same score) while another submission
     meets others, and a table of answers harvested from earlier feedback does not carry over.
-    IPT_GRADING_SEED overrides it (authoring: try the reference on other draws)."""
-    forced = os.environ.get("IPT_GRADING_SEED")
-    if forced:
-        return int(forced)
+    (Authoring: `python -m autograder try labNN --seed N` grades on another draw.)"""
     return int(hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()[:12], 16)
 
 
@@ -130,7 +128,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
     }
-    job["seed"] = grading_seed(assembly.cells)
+    job["seed"] = grading_seed(assembly.cells) if options.seed is None else options.seed
     (workdir / "job.json").write_text(json.dumps(job))
     targets = [str(paths.graders / f"test_{part}.py") for part in options.parts] or [str(paths.graders)]
     cmd = [sys.executable, "-m", "pytest", *targets, "-p", "autograder.engine.plugin",

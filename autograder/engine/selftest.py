@@ -1,13 +1,15 @@
 """`python -m autograder selftest labNN`: proof that a lab's graders grade.
 
-- the reference scores full marks (the full run grades it twice and requires identical outcomes); the
-  released stub scores zero;
+- the reference scores full marks (the full run grades it twice and requires identical outcomes, and
+  again on three other grading seeds, i.e. other draws of the generated cases); the released stub scores
+  zero;
 - every hand-written mutant loses points (quick mode: a fixed sample);
 - a fixed sample of machine-made mutants (cosmic-ray operators over the solution regions) loses points,
   unless listed as equivalent (the exhaustive run is `python -m autograder mutation labNN --run`);
 - every adversarial attempt scores at most its honest twin, part by part (quick mode: a fixed sample);
 - the edge-domain catalogue names only hidden tests that exist; the differential fuzzer of the
-  reference against PyTorch agrees (a small budget; `make fuzz` runs a large one);
+  reference against PyTorch agrees (a small budget; `make fuzz` runs a large one), and so do the cases of
+  the lab's peer suites (`peers.py`: case lists modelled on public test suites, run through an adapter);
 - nothing a learner sees (feedback.md, results.json) leaks hidden text.
 Prints a table and one summary line per lab; returns non-zero on any failure.
 """
@@ -35,6 +37,7 @@ from autograder.paths import REPO, LabPaths, build_dir, lab_paths, project_env
 
 QUICK_HAND, QUICK_MACHINE, FULL_MACHINE, QUICK_ATTEMPTS = 4, 3, 24, 2
 QUICK_FUZZ, FULL_FUZZ = 40, 400
+EXTRA_SEEDS = (1, 2, 3)  # the full run also grades the reference on these draws of the generated cases
 
 
 @dataclass
@@ -76,6 +79,9 @@ def prepare(paths: LabPaths, sandbox: str, quick: bool = False) -> tuple[list[Ca
     cases = [Case("reference", reference, "full", options=Options(sandbox))]
     if not quick:  # the determinism check: a second real grading of the reference
         cases.append(Case("reference (again)", reference, "full", options=Options(sandbox)))
+        # the graders themselves on other draws: a reference that loses points on some seed is a grader bug
+        cases += [Case(f"reference (seed {seed})", reference, "full", options=Options(sandbox, seed=seed))
+                  for seed in EXTRA_SEEDS]
     cases.append(Case("released stub", paths.release_notebook, "zero", options=Options(sandbox)))
     release_nb = read_notebook(paths.release_notebook) if paths.release_notebook.exists() else None
     ref_cells = assemble(release_nb, read_notebook(reference)).cells if release_nb else None
@@ -176,19 +182,28 @@ def catalogue_problems(paths: LabPaths) -> tuple[int, list[str]]:
     return len(classes), problems
 
 
-def start_fuzz(paths: LabPaths, examples: int) -> subprocess.Popen | None:
-    """The lab's differential fuzzer (reference vs PyTorch) in a P0 subprocess, started now so that it runs
-    beside the gradings; `fuzz_result` collects it."""
-    if not (paths.hidden / "fuzz.py").exists():
+def start_probe(paths: LabPaths, module: str, call: str) -> subprocess.Popen | None:
+    """One of the lab's P0 checks of its reference (`fuzz.run(n)`: differential fuzzing against PyTorch;
+    `peers.run()`: case lists modelled on public test suites) in a subprocess started now, so that it runs
+    beside the gradings; `probe_result` collects it. The call prints `PROBE-CASES <n>`."""
+    if not (paths.hidden / f"{module}.py").exists():
         return None
-    code = f"from autograder.labs.{paths.lab} import fuzz; print('FUZZ-CASES', fuzz.run({examples}))"
+    code = f"from autograder.labs.{paths.lab} import {module}; print('PROBE-CASES', {module}.{call})"
     env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
-def fuzz_result(proc: subprocess.Popen | None) -> tuple[int, str | None]:
-    """(cases run, failure) of a fuzzer started by `start_fuzz`."""
+def start_fuzz(paths: LabPaths, examples: int) -> subprocess.Popen | None:
+    return start_probe(paths, "fuzz", f"run({examples})")
+
+
+def start_peers(paths: LabPaths) -> subprocess.Popen | None:
+    return start_probe(paths, "peers", "run()")
+
+
+def probe_result(proc: subprocess.Popen | None, what: str = "the fuzzer") -> tuple[int, str | None]:
+    """(cases run, failure) of a check started by `start_probe`."""
     if proc is None:
         return 0, None
     try:
@@ -196,16 +211,16 @@ def fuzz_result(proc: subprocess.Popen | None) -> tuple[int, str | None]:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        return 0, "the fuzzer did not finish in 600 s"
-    found = re.search(r"FUZZ-CASES (\d+)", output)
+        return 0, f"{what} did not finish in 600 s"
+    found = re.search(r"PROBE-CASES (\d+)", output)
     if proc.returncode != 0 or not found:
-        return 0, f"the fuzzer found a disagreement or failed:\n{output[-2000:]}"
+        return 0, f"{what} found a disagreement or failed:\n{output[-3000:]}"
     return int(found.group(1)), None
 
 
 def run_fuzz(paths: LabPaths, examples: int) -> tuple[int, str | None]:
     """The lab's differential fuzzer, run to the end: (cases run, failure)."""
-    return fuzz_result(start_fuzz(paths, examples))
+    return probe_result(start_fuzz(paths, examples), "the fuzzer")
 
 
 def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> list[GradeResult]:
@@ -257,7 +272,7 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool
     if quick is None:
         quick = os.environ.get("IPT_SELFTEST", "").lower() == "quick"
     console = Console(highlight=False, width=160)
-    fuzzer = start_fuzz(paths, QUICK_FUZZ if quick else FULL_FUZZ)
+    fuzzer, peer_suite = start_fuzz(paths, QUICK_FUZZ if quick else FULL_FUZZ), start_peers(paths)
     cases, problems = prepare(paths, sandbox, quick)
     out = build_dir("selftest", paths.lab, "results")
     if under_load:
@@ -296,9 +311,9 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool
     attempts = [c for c in cases if c.expect == "attempt"]
     classes, trouble = catalogue_problems(paths)
     failures += trouble
-    fuzz_cases, fuzz_failure = fuzz_result(fuzzer)
-    if fuzz_failure:
-        failures.append(fuzz_failure)
+    fuzz_cases, fuzz_failure = probe_result(fuzzer, "the fuzzer")
+    peer_cases, peer_failure = probe_result(peer_suite, "the peer-suite cases")
+    failures += [f for f in (fuzz_failure, peer_failure) if f]
     generated = len(mutation.generate(paths.solution.read_text()))
 
     def caught(group):
@@ -310,7 +325,7 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool
                   f"{caught(machine)}/{len(machine)} of a fixed sample killed")
     console.print(f"adversarial attempts held: {caught(attempts)}/{len(attempts)}"
                   + (f" (sample of {len(variants.attempts(paths))})" if quick else "") + f"; catalogue classes: {classes}; "
-                  f"fuzz cases vs PyTorch: {fuzz_cases}")
+                  f"fuzz cases vs PyTorch: {fuzz_cases}; peer-suite cases: {peer_cases}")
     console.print(f"sandbox level: {first.level}")
     for m in {m["name"]: m for m in first.measurements}.values():  # a figure measured twice: the last
         console.print(f"measured on the reference: {m['name']}: {m['value']:.3g}{m['unit']}")
