@@ -72,9 +72,9 @@ book: setup  ## build the course book from committed sources into book/_build/ht
 	@command -v npm >/dev/null || { echo "make book needs npm (Node.js) to vendor MathJax: apt-get install npm, or brew install node"; exit 2; }
 	$(PY) book/build.py
 
-grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] [DUE='2026-12-01 23:59' PENALTY=10] (no SUB: the examples)
+grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] [DUE='2026-12-01 23:59' PENALTY=10] [ROSTER=class.txt] (no SUB: the examples)
 	@test -n "$(LAB)" || { echo "which lab? e.g.  make grade LAB=lab01  (the bundled examples), or  make grade LAB=lab01 SUB=submissions/"; exit 2; }
-	IPT_DUE="$(DUE)" IPT_LATE_PENALTY="$(PENALTY)" $(PY) -m autograder grade $(LAB) $(SUB) -j $(J)
+	IPT_DUE="$(DUE)" IPT_LATE_PENALTY="$(PENALTY)" IPT_ROSTER="$(ROSTER)" $(PY) -m autograder grade $(LAB) $(SUB) -j $(J)
 
 selftest: setup  ## prove the graders (every hand mutant, a machine sample, attempts vs twins): make selftest [LAB=lab01]
 	$(PY) -m autograder selftest $(LAB)

@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     g.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded in parallel")
     g.add_argument("--sandbox", default="auto", help="auto, namespaces, uid or rlimits")
     g.add_argument("--force", action="store_true", help="regrade submissions already graded with the same graders")
+    g.add_argument("--roster", type=Path, help="CSV with a `learner` column (or one id per line): every learner gets a gradebook row")
 
     s = sub.add_parser("selftest", help="prove a lab's graders: reference full, stub zero, mutants caught")
     s.add_argument("labs", nargs="*", help="lab ids (default: all)")
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     if args.command == "nbgrader-grade":
         return commands.nbgrader_grade(args.lab, args.course)
     if args.command == "grade":
-        return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force)
+        return commands.grade(args.lab, args.submissions, args.out, args.jobs, args.sandbox, args.force, roster=args.roster)
     return commands.selftest(args.labs, args.jobs, args.sandbox, args.quick or None, args.under_load)
 
 

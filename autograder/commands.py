@@ -117,35 +117,98 @@ def classroom_rows(rows: list[tuple[Path, dict]], due: str | None, percent_per_d
     return records
 
 
+def counted_submissions(records: list[dict]) -> set[int]:
+    """Which submission counts for each learner: the latest by its manifest's `submitted_at`; a learner
+    whose submissions carry no time stamp has the last of them by name counted."""
+    best: dict[str, tuple] = {}
+    for index, record in enumerate(records):
+        try:
+            stamp = _utc(record["submitted_at"]).timestamp() if record["submitted_at"] else float("-inf")
+        except ValueError:
+            stamp = float("-inf")
+        key = (stamp, record["submission"], index)
+        if record["learner"] not in best or key > best[record["learner"]]:
+            best[record["learner"]] = key
+    return {key[2] for key in best.values()}
+
+
+def read_roster(path: Path) -> list[str]:
+    """Learner ids from a roster: a CSV with a `learner` column, or one id per line (first column)."""
+    text = path.read_text().splitlines()
+    rows = [r for r in csv.reader(text) if r and r[0].strip() and not r[0].lstrip().startswith("#")]
+    if rows and "learner" in [c.strip().lower() for c in rows[0]]:
+        column = [c.strip().lower() for c in rows[0]].index("learner")
+        return [r[column].strip() for r in rows[1:] if len(r) > column and r[column].strip()]
+    return [r[0].strip() for r in rows]
+
+
+def write_gradebook(out: Path, records: list[dict], roster: list[str] | None) -> Path:
+    """gradebook.csv: one row per learner with the score of the submission that counts (the latest).
+    With a roster, every learner on it has a row (no submission: 0), and a submission from someone not on
+    it is flagged rather than dropped."""
+    counted = [records[i] for i in sorted(counted_submissions(records))]
+    by_learner = {r["learner"]: r for r in counted}
+    max_score = records[0]["max_score"] if records else 0
+    learners = list(roster or []) + sorted(set(by_learner) - set(roster or []))
+    file = out / "gradebook.csv"
+    with file.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["learner", "score", "max_score", "submission", "submitted_at", "days_late", "submissions",
+                         "status"])
+        for learner in learners:
+            record = by_learner.get(learner)
+            count = sum(1 for r in records if r["learner"] == learner)
+            if record is None:
+                writer.writerow([learner, 0, max_score, "", "", 0, 0, "no submission"])
+                continue
+            status = "not on the roster" if roster is not None and learner not in roster else "graded"
+            writer.writerow([learner, record["score"], record["max_score"], record["submission"], record["submitted_at"],
+                             record["days_late"], count, status])
+    return file
+
+
 def write_class_csv(out: Path, rows: list[tuple[Path, dict]], targets: list[Path] | None = None,
-                    due: str | None = None, percent_per_day: float = 0.0) -> Path:
-    """class.csv keyed by learner; each graded folder also gets classroom.json (read by `make report`)."""
+                    due: str | None = None, percent_per_day: float = 0.0, roster: list[str] | None = None) -> Path:
+    """class.csv: every submission, keyed by learner, `counts` marking the one that counts (the learner's
+    latest); gradebook.csv: one row per learner (and per roster entry). Each graded folder also gets
+    classroom.json (read by `make report`)."""
     file = out / "class.csv"
     parts = list(rows[0][1]["extra_data"]["parts"]) if rows else []
     records = classroom_rows(rows, due, percent_per_day)
+    counted = counted_submissions(records)
+    for index, record in enumerate(records):
+        record["counts"] = index in counted
     with file.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["learner", "submission", "submitted_at", *parts, "raw_score", "days_late", "penalty_percent",
-                         "score", "max_score", "feedback", "sandbox", "internal_errors", "sha256"])
+                         "score", "max_score", "counts", "feedback", "sandbox", "internal_errors", "sha256"])
         for index, ((path, data), record) in enumerate(zip(rows, records, strict=True)):
             extra = data["extra_data"]
             target = targets[index] if targets else out / _folder_name(path)
             feedback = (target / "feedback.md").relative_to(out) if (target / "feedback.md").is_relative_to(out) else ""
             writer.writerow([record["learner"], path.name, record["submitted_at"],
                              *(extra["parts"][p]["score"] for p in parts), data["score"], record["days_late"],
-                             record["penalty_percent"], record["score"], data["max_score"], feedback,
+                             record["penalty_percent"], record["score"], data["max_score"],
+                             "yes" if record["counts"] else "no (a later submission counts)", feedback,
                              extra["sandbox"], len(extra["internal_errors"]), extra["submission_sha256"]])
             if target.is_dir():
                 (target / "classroom.json").write_text(json.dumps(record, indent=1))
+    write_gradebook(out, records, roster)
     return file
 
 
 def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: str, force: bool = False,
-          due: str | None = None, percent_per_day: float | None = None) -> int:
+          due: str | None = None, percent_per_day: float | None = None, roster: Path | None = None) -> int:
     """Grade submissions (notebooks, `make submit` zips, folders of them); batches write class.csv keyed
     by learner, with late penalties when a deadline is given (DUE= / PENALTY= in make, or IPT_DUE /
-    IPT_LATE_PENALTY)."""
+    IPT_LATE_PENALTY), and gradebook.csv, one row per learner (ROSTER= / IPT_ROSTER: every learner on the
+    roster gets a row)."""
     paths = lab_paths(lab)
+    roster = roster or (Path(os.environ["IPT_ROSTER"]) if os.environ.get("IPT_ROSTER") else None)
+    if roster is not None and not roster.is_file():
+        console.print(f"[red]ROSTER:[/] no such file: {roster}")
+        return 2
+    learners = read_roster(roster) if roster is not None else None
     due = due if due is not None else (os.environ.get("IPT_DUE") or None)
     if percent_per_day is None:
         percent_per_day = float(os.environ.get("IPT_LATE_PENALTY") or 0)
@@ -176,7 +239,8 @@ def grade(lab, submissions: list[Path], out: Path | None, jobs: int, sandbox: st
     rows = [(p, json.loads((t / "results.json").read_text())) for p, t in zip(items, targets, strict=True)]
     console.print(score_table(paths.lab, rows))
     if not single:
-        console.print(f"class table: {write_class_csv(out, rows, targets, due, percent_per_day)}")
+        console.print(f"class table: {write_class_csv(out, rows, targets, due, percent_per_day, learners)}"
+                      f" (every submission); gradebook: {out / 'gradebook.csv'} (one row per learner, latest submission)")
     console.print(f"results in {out}" + ("" if single else "/<submission>/") + " (results.json, feedback.md)")
     return 0
 

@@ -106,7 +106,8 @@ def build(lab: str, folder: Path) -> Path:
         cells = "".join(f"<td>{data['extra_data']['parts'][p]['score']:g}</td>" for p in parts)
         late = f"{record['days_late']} d, −{record['penalty_percent']:g} %" if record.get("days_late") else ""
         link = f'<a href="{html.escape(quote(name))}/feedback.md">feedback</a>' if (folder / name / "feedback.md").is_file() else ""
-        page.append(f"<tr><td>{html.escape(str(record.get('learner', name)))}</td><td>{html.escape(name)}</td>{cells}"
+        superseded = " (a later submission counts)" if record.get("counts") is False else ""
+        page.append(f"<tr><td>{html.escape(str(record.get('learner', name)))}</td><td>{html.escape(name + superseded)}</td>{cells}"
                     f"<td>{data['score']:g}</td><td>{late}</td><td>{record.get('score', data['score']):g}</td><td>{link}</td></tr>")
     page.append("</table>")
     target = folder / "report.html"

@@ -69,3 +69,35 @@ def test_class_csv_and_report_are_keyed_by_learner_with_links_to_feedback(tmp_pa
     assert "2 d, −20 %" in page and "<td>8</td>" in page
     for link in ("lab00-ada/feedback.md", "lab00-grace/feedback.md", "loose-notebook/feedback.md"):
         assert (out / link).is_file(), link
+
+
+def test_gradebook_counts_each_learners_latest_submission_and_lists_the_roster(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "grading"
+    (subs / "early").mkdir(parents=True)
+    items = [submit_zip(subs / "early", "ada", "2026-12-01T10:00:00Z"), submit_zip(subs, "ada", "2026-12-01T20:00:00Z"),
+             submit_zip(subs, "grace", "2026-12-01T09:00:00Z"), submit_zip(subs, "mallory", "2026-12-01T09:00:00Z")]
+    items[0] = items[0].rename(subs / "early" / "lab00-ada-first.zip")
+    rows = [(path, results(score)) for path, score in zip(items, (15, 6, 10, 3), strict=True)]
+    targets = [out / commands._folder_name(p) for p in items]
+    for target, (_, data) in zip(targets, rows, strict=True):
+        target.mkdir(parents=True)
+        (target / "results.json").write_text(json.dumps(data))
+    roster = tmp_path / "roster.csv"
+    roster.write_text("learner,name\nada,Ada L.\ngrace,Grace H.\nbarbara,Barbara L.\n")
+    commands.write_class_csv(out, rows, targets, roster=commands.read_roster(roster))
+
+    every = list(csv.DictReader((out / "class.csv").open()))
+    assert [(r["learner"], r["counts"][:3]) for r in every] == [("ada", "no "), ("ada", "yes"), ("grace", "yes"), ("mallory", "yes")]
+    book = {r["learner"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert list(book) == ["ada", "grace", "barbara", "mallory"], "roster order first, then learners not on it"
+    assert float(book["ada"]["score"]) == 6 and book["ada"]["submissions"] == "2", "the latest submission counts, even when lower"
+    assert (book["barbara"]["status"], float(book["barbara"]["score"])) == ("no submission", 0)
+    assert book["mallory"]["status"] == "not on the roster"
+    assert "(a later submission counts)" in report.build("lab00", out).read_text()
+
+
+def test_a_roster_is_one_id_per_line_or_a_learner_column(tmp_path):
+    plain, table = tmp_path / "plain.txt", tmp_path / "table.csv"
+    plain.write_text("# lab01 section A\nada\n\ngrace\n")
+    table.write_text("name,learner\nAda,ada\nGrace,grace\n")
+    assert commands.read_roster(plain) == commands.read_roster(table) == ["ada", "grace"]
