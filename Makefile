@@ -79,8 +79,8 @@ grade: setup  ## grade: make grade LAB=lab01 [SUB=file|folder] [DUE='2026-12-01 
 selftest: setup  ## prove the graders (every hand mutant, a machine sample, attempts vs twins): make selftest [LAB=lab01]
 	$(PY) -m autograder selftest $(LAB)
 
-mutation: setup  ## grade every machine-made mutant of a lab and list survivors: make mutation LAB=lab01
-	$(PY) -m autograder mutation $(or $(LAB),$(error say which lab: make mutation LAB=lab01)) --run
+mutation: setup  ## grade every machine-made mutant of a lab; survivors are run through the lab's peer suite: make mutation LAB=lab01
+	$(PY) -m autograder mutation $(or $(LAB),$(error say which lab: make mutation LAB=lab01)) --run --peers
 
 fuzz: setup  ## differential fuzzing of the references against PyTorch, large budget: make fuzz [LAB=lab01]
 	$(PY) -m autograder fuzz $(LAB)

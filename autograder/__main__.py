@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     m.add_argument("--limit", type=int, help="grade a fixed sample of this many")
     m.add_argument("--ids", default="", help="comma-separated mutant ids")
     m.add_argument("--survivors", action="store_true", help="regrade only the survivors of the last run")
+    m.add_argument("--peers", action="store_true", help="run the lab's peer suite on every survivor (kills show holes in the graders)")
     m.add_argument("-j", "--jobs", type=int, default=2)
 
     n = sub.add_parser("nbgrader-grade", help="grade an nbgrader course's collected submissions into its gradebook")
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     if args.command == "mutation":
         from autograder.engine import mutation
         return mutation.main(args.lab, args.list, args.limit, [i for i in args.ids.split(",") if i], args.jobs,
-                             args.survivors)
+                             args.survivors, args.peers)
     if args.command == "bench-grader":
         from autograder import bench
         return bench.run(args.lab, args.rounds)

@@ -163,7 +163,32 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
     return records
 
 
-def main(lab: str, list_only: bool, limit: int | None, ids: list[str], jobs: int, survivors_only: bool) -> int:
+def peer_verdict(paths: LabPaths, mutant: MachineMutant) -> str:
+    """Run the lab's peer suite (cases modelled on public suites) on a mutant, in a P0 subprocess. A
+    survivor of the graders that the peer suite kills shows a hole in the graders, found by cases we did
+    not write for them."""
+    import os
+    import subprocess
+    import sys
+
+    from autograder.paths import REPO, project_env
+    source = build_dir("mutation", paths.lab) / f"machine-{mutant.id}.py"
+    source.write_text(mutant.source)
+    env = {**os.environ, **project_env(), "IPT_REFERENCE_SOLUTION": str(source),
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
+    code = f"from autograder.labs.{paths.lab} import peers; print('PEER-CASES', peers.run())"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return "did not finish in 600 s"
+    if proc.returncode == 0 and "PEER-CASES" in proc.stdout:
+        return "agrees (survives the peer cases too)"
+    last = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()][-3:]
+    return "KILLS it (a hole in the graders): " + " | ".join(last)[:400]
+
+
+def main(lab: str, list_only: bool, limit: int | None, ids: list[str], jobs: int, survivors_only: bool,
+         peers: bool = False) -> int:
     from rich.console import Console
 
     from autograder.engine.variants import equivalents
@@ -203,8 +228,12 @@ def main(lab: str, list_only: bool, limit: int | None, ids: list[str], jobs: int
     console.print(f"machine mutants: {len(mutants)} generated, {len(equivalent)} equivalent, "
                   f"{len(records)} graded, {len(records) - len(alive)} killed, {len(alive)} surviving "
                   f"(kill rate {rate:.1f}%)")
+    by_id = {m.id: m for m in mutants}
     for r in alive:
         console.print(f"  survivor {r['id']} L{r['line']}: {r['before'].strip()} -> {r['after'].strip()}", markup=False)
+        if peers and (paths.hidden / "peers.py").exists():
+            verdict = peer_verdict(paths, by_id[r["id"]])
+            console.print(f"    peer suite: {verdict}", markup=False)
     for r in errors:
         console.print(f"  grading error on {r['id']}: {str(r['error'])[:200]}", markup=False)
     if unknown:

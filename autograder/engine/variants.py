@@ -116,11 +116,17 @@ def home_first(paths: LabPaths, nb) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def reference_module(lab: str):
-    """The reference solution's exported cells executed as a module, in P0 (fuzzers and benchmarks)."""
+    """The reference solution's exported cells executed as a module, in P0 (fuzzers, peer suites and
+    benchmarks). With IPT_REFERENCE_SOLUTION=<file> the solution source is read from that file instead:
+    `mutation --peers` runs a lab's peer suite on a machine mutant that way (our own code, never a learner's)."""
+    import os
+    from pathlib import Path
+
     from labkit.notebook import assemble, load_module
 
     from autograder.paths import lab_paths
-    nb = reference(lab_paths(lab))
+    other = os.environ.get("IPT_REFERENCE_SOLUTION")
+    nb = solution_notebook(Path(other).read_text()) if other else reference(lab_paths(lab))
     module, errors = load_module(assemble(nb, nb).cells, f"{lab}_reference")
     if errors:
         raise RuntimeError(f"the {lab} reference does not load: " + "; ".join(errors))
