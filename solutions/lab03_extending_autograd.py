@@ -259,6 +259,12 @@ check("double_backward")
 # * torch perturbs the caller's tensors in place, so an `fn` that reads a tensor it captured
 #   (not its argument) moves with them; you perturb copies, so for such an `fn` the numerical
 #   column is zero while the analytical one is not: yours says `False`;
+# * the same tensor passed twice (`fn = lambda a, b: a * b` on `(x, x)`): torch's in-place
+#   perturbation moves both arguments at once, yours moves one copy, so your numerical column is
+#   half the analytical one: yours says `False`, torch's `True`;
+# * an output that does not require grad but still depends on the input, like
+#   `(x * 1e-8).detach()`: torch insists that its numerical Jacobian be exactly zero (`False`);
+#   yours compares it with the zero analytical one within `atol`: `True`;
 # * an input with no elements has an empty Jacobian: it agrees.
 #
 # So `my_gradcheck` must not call `torch.autograd.gradcheck`, its helpers or
