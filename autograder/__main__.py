@@ -61,11 +61,17 @@ def main(argv=None) -> int:
     b.add_argument("lab", nargs="?", default=None, help="one lab (default: every lab)")
     b.add_argument("--rounds", type=int, default=2)
 
+    e = sub.add_parser("examples", help="check a lab's example submissions against their recipes (--write: rebuild, grade, tabulate)")
+    e.add_argument("lab")
+    e.add_argument("--write", action="store_true")
+
     f = sub.add_parser("fuzz", help="differential fuzzing of a lab's reference against PyTorch")
     f.add_argument("labs", nargs="*", help="lab ids (default: all with a fuzzer)")
     f.add_argument("--examples", type=int, default=2000)
 
     args = parser.parse_args(argv)
+    if args.command == "examples":
+        return commands.examples(args.lab, args.write)
     if args.command == "fuzz":
         return commands.fuzz(args.labs, args.examples)
     if args.command == "try":

@@ -17,7 +17,7 @@ from rich.table import Table
 from autograder.authoring.generate import render, solution_notebook
 from autograder.engine import selftest as selftest_mod
 from autograder.engine.pipeline import Options, fingerprint, grade as grade_one, parse
-from autograder.paths import REPO, all_labs, build_dir, lab_paths
+from autograder.paths import REPO, LabPaths, all_labs, build_dir, lab_paths
 
 console = Console(highlight=False, width=max(120, shutil.get_terminal_size().columns))
 
@@ -345,3 +345,65 @@ def fuzz(labs: list[str], examples: int) -> int:
         else:
             console.print(f"{paths.lab}: {cases} cases agree with PyTorch")
     return status
+
+
+EXAMPLES_BEGIN = "<!-- BEGIN EXAMPLES: written by `python -m autograder examples LAB --write` -->"
+EXAMPLES_END = "<!-- END EXAMPLES -->"
+
+
+def stale_examples(paths: LabPaths) -> list[str]:
+    """Example notebooks whose graded code no longer matches their recipe (examples/recipes.toml)."""
+    from labkit.notebook import assemble, read_notebook
+
+    from autograder.engine import variants
+    release = read_notebook(paths.release_notebook)
+    stale = []
+    for recipe in variants.recipes(paths):
+        committed = paths.examples / recipe.notebook
+        try:
+            wanted = assemble(release, variants.example_notebook(paths, recipe)).cells
+        except ValueError as exc:
+            stale.append(str(exc))
+            continue
+        if not committed.exists() or assemble(release, read_notebook(committed)).cells != wanted:
+            stale.append(f"{recipe.notebook} differs from its recipe: `python -m autograder examples {paths.lab} --write`")
+    return stale
+
+
+def examples(lab: str, write: bool, jobs: int = 2) -> int:
+    """Check (or with --write: rebuild, grade and tabulate) a lab's example submissions from their recipes."""
+    import nbformat
+
+    from autograder.engine import variants
+    paths = lab_paths(lab)
+    chosen = variants.recipes(paths)
+    if not chosen:
+        console.print(f"{paths.lab} has no examples/recipes.toml: its examples are written by hand")
+        return 0
+    if not write:
+        stale = stale_examples(paths)
+        for line in stale:
+            console.print(f"[red]stale[/] {line}", markup=True)
+        console.print(f"{len(chosen) - len(stale)}/{len(chosen)} examples match their recipes")
+        return 1 if stale else 0
+    for recipe in chosen:
+        (paths.examples / recipe.notebook).write_text(nbformat.writes(variants.example_notebook(paths, recipe)))
+    folder = build_dir("examples", paths.lab, "recipes")
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        results = list(pool.map(lambda r: grade_one(paths, paths.examples / r.notebook, folder / Path(r.notebook).stem,
+                                                     Options()), chosen))
+    rows = ["| notebook | what it is | score |", "|---|---|---|"]
+    for recipe, result in zip(chosen, results, strict=True):
+        parts = ", ".join(f"{p.id} {p.score:g}" for p in result.parts if p.score)
+        rows.append(f"| `{recipe.notebook}` | {recipe.description} | {result.score:g} / {result.max_score:g}"
+                    + (f" ({parts})" if parts else "") + " |")
+        console.print(f"{recipe.notebook}: {result.score:g}/{result.max_score:g}")
+    readme = paths.examples / "README.md"
+    text = readme.read_text() if readme.exists() else f"# {paths.lab} example submissions\n\n{EXAMPLES_BEGIN}\n{EXAMPLES_END}\n"
+    if EXAMPLES_BEGIN not in text:
+        text += f"\n{EXAMPLES_BEGIN}\n{EXAMPLES_END}\n"
+    head, _, rest = text.partition(EXAMPLES_BEGIN)
+    _, _, tail = rest.partition(EXAMPLES_END)
+    readme.write_text(head + EXAMPLES_BEGIN + "\n" + "\n".join(rows) + "\n" + EXAMPLES_END + tail)
+    console.print(f"wrote {readme}")
+    return 0

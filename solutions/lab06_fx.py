@@ -193,7 +193,9 @@ RANDOM_METHODS = ("bernoulli", "multinomial")
 # The checks also use your `Proxy` directly: `MiniTracer()`, `tracer.graph = Graph()`, placeholders from
 # `tracer.create_proxy(...)`, then operators, torch functions and methods on them.
 #
-# 1. **Placeholders**: one per parameter of `root.forward` (`inspect.signature`), in order.
+# 1. **Placeholders**: one per parameter of `root.forward` (`inspect.signature`), in order. A parameter
+#    with a default value keeps it as the placeholder's argument, as in torch.fx: `scale=0.5` gives
+#    `args == (0.5,)`; one without a default gets `args == ()`.
 # 2. **Operators** on proxies: `+ - * / // % ** @`, the comparisons `< <= > >= == !=`, unary `-` and `+`,
 #    and `[...]` become `call_function` of `operator.add`, `operator.sub`, ..., `operator.lt`,
 #    `operator.eq`, `operator.ne`, `operator.neg`, `operator.pos`, `operator.getitem`. Reflected ones too:
@@ -383,8 +385,10 @@ class MiniTracer:
                 return tracer.create_proxy("get_attr", qualname, (), {})
             return value
 
-        params = list(inspect.signature(root.forward).parameters)
-        inputs = [self.create_proxy("placeholder", name, (), {}) for name in params]
+        params = inspect.signature(root.forward).parameters.items()
+        empty = inspect.Parameter.empty     # a parameter's default value is the placeholder's argument
+        inputs = [self.create_proxy("placeholder", name, () if p.default is empty else (p.default,), {})
+                  for name, p in params]
         nn.Module.__call__, nn.Module.__getattr__ = module_call, module_getattr
         try:
             result = root.forward(*inputs)
@@ -547,10 +551,11 @@ check("tracer")
 # fast (no interpretation overhead), readable, and debuggable with ordinary tools.
 #
 # **Write `python_code(graph) -> (source, globals)`**: the source of a function
-# `def forward(self, <placeholders>):` whose body is exactly one assignment `<node name> = ...` per node
-# (placeholders and the output excepted), in graph order, then one `return` (nothing else: no `del`, no
-# `x = None` lines as torch.fx's own generator writes), and the dict of
-# globals it needs (function objects that are not spelled out, such as `F.softmax`, go in there under a
+# `def forward(self, <placeholders>):` (a placeholder with an argument is a parameter with that default
+# value, `scale=0.5`, so that the module can be called like the traced one) whose body is exactly one
+# assignment `<node name> = ...` per node (placeholders and the output excepted), in graph order, then
+# one `return` (nothing else: no `del`, no `x = None` lines as torch.fx's own generator writes), and the
+# dict of globals it needs (function objects that are not spelled out, such as `F.softmax`, go in there under a
 # name of your choice). Every node's name is a valid identifier, distinct from `self`, `torch`,
 # `operator`, `math`, `inf`, `nan`, `F` and `nn`. Spell out every constant so that it survives exactly:
 # floats (`repr` keeps every digit; `inf`/`nan` need a global), `None`, strings, slices and `...`,
@@ -624,7 +629,7 @@ def python_code(graph):
             return ", ".join([self.fmt(a) for a in args] + [f"{k}={self.fmt(v)}" for k, v in kwargs.items()])
 
     em = _Emitter()
-    params = [n.name for n in graph.nodes if n.op == "placeholder"]
+    params = [n.name + (f"={em.fmt(n.args[0])}" if n.args else "") for n in graph.nodes if n.op == "placeholder"]
     lines = [f"def forward(self{''.join(', ' + p for p in params)}):"]
     for n in graph.nodes:
         if n.op == "placeholder":

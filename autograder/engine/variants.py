@@ -114,6 +114,37 @@ def home_first(paths: LabPaths, nb) -> tuple[str, ...]:
     return tuple(home + order)
 
 
+@dataclass
+class Recipe:
+    """How an example submission is built (examples/recipes.toml), so it follows the reference as the
+    reference changes: the reference, with hand-written mutants applied and some parts left as stubs."""
+    notebook: str
+    description: str
+    mutants: list[str] = field(default_factory=list)
+    stub: list[str] = field(default_factory=list)  # solution cells (grade ids) put back to the released stub
+
+
+def recipes(paths: LabPaths) -> list[Recipe]:
+    data = _toml(paths.examples / "recipes.toml").get("example", [])
+    return [Recipe(e["notebook"], e.get("description", ""), list(e.get("mutants", [])), list(e.get("stub", [])))
+            for e in data]
+
+
+def example_notebook(paths: LabPaths, recipe: Recipe) -> nbformat.NotebookNode:
+    """The reference with the recipe's mutants applied (each must match once) and its stub cells put back."""
+    text = paths.solution.read_text()
+    hand = {m["name"]: m for m in hand_mutants(paths)}
+    for name in recipe.mutants:
+        if name not in hand or text.count(hand[name]["find"]) != 1:
+            raise ValueError(f"example {recipe.notebook}: mutant {name!r} is unknown or no longer applies")
+        text = text.replace(hand[name]["find"], hand[name]["replace"])
+    released = _solution_cells(stub(paths))
+    unknown = [gid for gid in recipe.stub if gid not in released]
+    if unknown:
+        raise ValueError(f"example {recipe.notebook}: {unknown} are not solution cells")
+    return _with_cells(solution_notebook(text), {gid: released[gid].source for gid in recipe.stub})
+
+
 @functools.lru_cache(maxsize=None)
 def reference_module(lab: str):
     """The reference solution's exported cells executed as a module, in P0 (fuzzers, peer suites and

@@ -100,3 +100,12 @@ def test_the_grading_seed_follows_the_submission():
     one, other = [("a-solution", "x = 1")], [("a-solution", "x = 2")]
     assert grading_seed(one) == grading_seed([tuple(c) for c in one]) == grading_seed(list(one))
     assert grading_seed(one) != grading_seed(other)
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_examples_follow_their_recipes(paths):
+    """An example built by a recipe (examples/recipes.toml) must match it, so the examples and their score
+    table follow the reference as it changes (`python -m autograder examples LAB --write` rebuilds them)."""
+    from autograder.commands import stale_examples
+    stale = stale_examples(paths)
+    assert not stale, "; ".join(stale)

@@ -257,6 +257,18 @@ class Methods(nn.Module):
         return m.unsqueeze(1).transpose(1, 2)[:, :10], flat.mean(dim=1)
 
 
+class Defaults(nn.Module):
+    """Inputs with default values: torch.fx keeps each default as its placeholder's argument, and the
+    generated forward takes them as defaults (the model is called with x only)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x, scale=0.5, shift=-1.25, note=None):
+        return self.lin(x) * scale + shift
+
+
 PROGRAM_OPS = ["add", "sub", "mul", "rsub", "rmul", "neg", "relu", "tanh", "sigmoid", "softmax", "cat_slice",
                "matmul", "linear", "param", "div", "getitem", "eq", "ne", "floordiv", "mod", "pow", "rdiv", "lt_reflected",
                "shape", "T", "kw_method", "sum_kw", "where", "pos"]
@@ -359,6 +371,8 @@ def build(name, seed=0, program=None):
         return _randomize_bn(Nested(), seed).eval(), (torch.randn(5, 6),)
     if name == "methods":
         return Methods(), (torch.randn(2, 3, 5, 5),)
+    if name == "defaults":
+        return Defaults(), (torch.randn(3, 6),)
     if name == "program":
         return Program(program), (torch.randn(4, 6), torch.randn(4, 6))
     if name in FOLD_MODELS:
@@ -631,6 +645,11 @@ class TraceHarness2(TraceHarness):
         return self.extra(self.inner(x, y))
 
 
+class TraceHarnessDefaults(TraceHarness):
+    def forward(self, x, scale=0.5, shift=-1.25, note=None):
+        return self.extra(self.inner(x, scale, shift, note))
+
+
 class FoldHarness(nn.Module):
     """Side paths fx's `fuse` folds and this lab does not: Linear + BatchNorm1d, Conv1d + BatchNorm1d."""
 
@@ -703,6 +722,8 @@ def harnessed(part, name, seed=0, program=None):
     model, inputs = build(name, seed, program)
     torch.manual_seed(seed + 7)
     if part == "tracer":
+        if name == "defaults":
+            return TraceHarnessDefaults(model), inputs
         return (TraceHarness1 if len(inputs) == 1 else TraceHarness2)(model), inputs
     if part == "fold":
         return _randomize_bn(FoldHarness(model, FOLD_CHANNELS[name]), seed).eval(), inputs

@@ -8,7 +8,7 @@ from autograder.engine import replies
 from autograder.labs.lab06 import oracle
 from autograder.labs.lab06.scenarios import PROGRAM_OPS
 
-NAMES = ["resnet", "transformer", "branchy", "twice", "tied", "kwargs", "constants", "nested", "methods"]
+NAMES = ["resnet", "transformer", "branchy", "twice", "tied", "kwargs", "constants", "nested", "methods", "defaults"]
 KEYS = {"outs", "code", "source", "globals", "names", "ops", "is_module", "state_dict", "structure"}
 _cache = {}
 

@@ -21,6 +21,7 @@ MODELS = {
     "constants": "a model full of constants (floats, None, slices, ..., torch.float64, comparisons)",
     "nested": "a model with non-leaf modules inside ModuleList/ModuleDict/Sequential, buffers and BatchNorm1d",
     "methods": "a model calling tensor methods (size, view, permute, contiguous, softmax, reshape, unsqueeze)",
+    "defaults": "a model whose forward has inputs with default values (scale=0.5, shift=-1.25, note=None)",
 }
 
 
