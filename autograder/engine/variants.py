@@ -122,16 +122,18 @@ class Recipe:
     description: str
     mutants: list[str] = field(default_factory=list)
     stub: list[str] = field(default_factory=list)  # solution cells (grade ids) put back to the released stub
+    cells: dict[str, str] = field(default_factory=dict)  # grade id -> a file in examples/ with learner-written code
 
 
 def recipes(paths: LabPaths) -> list[Recipe]:
     data = _toml(paths.examples / "recipes.toml").get("example", [])
-    return [Recipe(e["notebook"], e.get("description", ""), list(e.get("mutants", [])), list(e.get("stub", [])))
-            for e in data]
+    return [Recipe(e["notebook"], e.get("description", ""), list(e.get("mutants", [])), list(e.get("stub", [])),
+                   dict(e.get("cells", {}))) for e in data]
 
 
 def example_notebook(paths: LabPaths, recipe: Recipe) -> nbformat.NotebookNode:
-    """The reference with the recipe's mutants applied (each must match once) and its stub cells put back."""
+    """The reference with the recipe's mutants applied (each must match once), its stub cells put back and
+    its own cells (learner-written code kept in files beside the recipe) put in."""
     text = paths.solution.read_text()
     hand = {m["name"]: m for m in hand_mutants(paths)}
     for name in recipe.mutants:
@@ -142,7 +144,11 @@ def example_notebook(paths: LabPaths, recipe: Recipe) -> nbformat.NotebookNode:
     unknown = [gid for gid in recipe.stub if gid not in released]
     if unknown:
         raise ValueError(f"example {recipe.notebook}: {unknown} are not solution cells")
-    return _with_cells(solution_notebook(text), {gid: released[gid].source for gid in recipe.stub})
+    unknown = [gid for gid in recipe.cells if gid not in released]
+    if unknown:
+        raise ValueError(f"example {recipe.notebook}: {unknown} are not solution cells")
+    own = {gid: (paths.examples / file).read_text() for gid, file in recipe.cells.items()}
+    return _with_cells(solution_notebook(text), {**{gid: released[gid].source for gid in recipe.stub}, **own})
 
 
 @functools.lru_cache(maxsize=None)
