@@ -15,11 +15,13 @@ Prints a table and one summary line per lab; returns non-zero on any failure.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
 import subprocess
 import sys
+import threading
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -223,9 +225,17 @@ def run_fuzz(paths: LabPaths, examples: int) -> tuple[int, str | None]:
     return probe_result(start_fuzz(paths, examples), "the fuzzer")
 
 
+NOT_NEEDED = "not graded: its attempt scored nothing, so it cannot be above its twin"
+
+
+def _failed(exc: BaseException) -> GradeResult:
+    from autograder.engine.pipeline import Submission
+    return GradeResult("?", Submission(Path("?")), [], [], None, 0.0, f"grading failed: {exc!r}")
+
+
 def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> list[GradeResult]:
-    """Grade every case; cases that assemble to the same graded code with the same options are graded once
-    (an attempt built on the stub has the released stub as its twin)."""
+    """Grade every case; cases that assemble to the same graded code with the same options are graded once,
+    and an attempt's twin only on the parts where the attempt scored."""
     release_nb = read_notebook(paths.release_notebook) if paths.release_notebook.exists() else None
 
     def graded_code(path: Path) -> str:
@@ -237,16 +247,50 @@ def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> l
                 pass
         return hashlib.sha256(text.encode()).hexdigest()
 
-    keys = [(graded_code(c.notebook), c.options) for c in cases]
+    def run_one(case: Case) -> GradeResult:
+        return grade(paths, case.notebook, out / case.notebook.stem / case.name.replace(" ", "_"), case.options)
+
+    firsts = [c for c in cases if c.expect != "twin"]
+    keys = {c.name: (graded_code(c.notebook), c.options) for c in firsts}
     unique: dict = {}
-    for key, case in zip(keys, cases, strict=True):
-        unique.setdefault(key, case)
-    order = list(unique.items())
+    for case in sorted(firsts, key=lambda c: c.expect != "attempt"):  # attempts first: their twins wait on them
+        unique.setdefault(keys[case.name], case)
+    attempt_of = {c.twin: c for c in firsts if c.expect == "attempt"}
+    twins = [c for c in cases if c.expect == "twin"]
+    twin_results: dict[str, GradeResult] = {}
+    done = threading.Event() if twins else None
+    lock = threading.Lock()
+
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        graded = list(pool.map(lambda kc: grade(paths, kc[1].notebook, out / kc[1].notebook.stem / kc[1].name.replace(" ", "_"), kc[1].options), order))
-    by_key = {key: result for (key, _), result in zip(order, graded, strict=True)}
+        futures = {key: pool.submit(run_one, case) for key, case in unique.items()}
+
+        def grade_twin(twin: Case, attempt_result: GradeResult) -> None:
+            """A twin is graded only on the parts where its attempt scored: elsewhere the attempt cannot be
+            above it. An attempt that scored nothing needs no twin grading at all."""
+            try:
+                scored = tuple(p.id for p in attempt_result.parts if p.score > 0)
+                if scored:
+                    result = run_one(dataclasses.replace(twin, options=dataclasses.replace(twin.options, parts=scored)))
+                else:
+                    result = dataclasses.replace(attempt_result, seconds=0.0, error=None, notes=[NOT_NEEDED],
+                                                 parts=[dataclasses.replace(p, score=0.0, failures=[], internal=[])
+                                                        for p in attempt_result.parts])
+            except Exception as exc:  # noqa: BLE001 - reported as the twin's grading error, never a hang
+                result = dataclasses.replace(attempt_result, error=f"the twin could not be graded: {exc!r}")
+            with lock:
+                twin_results[twin.name] = result
+                if len(twin_results) == len(twins):
+                    done.set()
+
+        for twin in twins:
+            attempt = futures[keys[attempt_of[twin.name].name]]
+            attempt.add_done_callback(lambda f, t=twin: pool.submit(grade_twin, t, f.result() if not f.exception() else
+                                                                     _failed(f.exception())))
+        by_key = {key: future.result() for key, future in futures.items()}
+        if done is not None:
+            done.wait()
+    results = [by_key[keys[c.name]] if c.expect != "twin" else twin_results[c.name] for c in cases]
     # the determinism check needs two real gradings of the reference
-    results = [by_key[k] for k in keys]
     if cases[1].name == "reference (again)":
         results[1] = grade(paths, cases[1].notebook, out / "reference" / "again", cases[1].options)
     return results
@@ -294,6 +338,11 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool
         if bad:
             failures.append(f"{case.name}: {bad}")
         expected = {"attempt": "<= twin", "twin": "(honest)"}.get(case.expect, case.expect)
+        if case.expect == "twin" and result.notes == [NOT_NEEDED]:
+            table.add_row(case.name, "-", expected, "[green]not needed[/] (its attempt scored 0)", "0")
+            continue
+        if case.expect == "twin" and any(p.total == 0 for p in result.parts):
+            expected += " graded on " + ", ".join(p.id for p in result.parts if p.total)
         table.add_row(case.name, f"{result.score:g}/{result.max_score:g}", expected,
                       "[green]ok[/]" if not bad else f"[red]{bad}[/]", f"{result.seconds:.1f}")
     console.print(table)

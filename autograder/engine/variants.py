@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import functools
 import tomllib
 from dataclasses import dataclass, field
@@ -125,6 +126,9 @@ class Recipe:
     cells: dict[str, str] = field(default_factory=dict)  # grade id -> a file in examples/ with learner-written code
 
 
+_AUTHORING_LINE = re.compile(r"^\s*(### (BEGIN|END) SOLUTION|#.*IPT-CANARY)")
+
+
 def recipes(paths: LabPaths) -> list[Recipe]:
     data = _toml(paths.examples / "recipes.toml").get("example", [])
     return [Recipe(e["notebook"], e.get("description", ""), list(e.get("mutants", [])), list(e.get("stub", [])),
@@ -148,7 +152,11 @@ def example_notebook(paths: LabPaths, recipe: Recipe) -> nbformat.NotebookNode:
     if unknown:
         raise ValueError(f"example {recipe.notebook}: {unknown} are not solution cells")
     own = {gid: (paths.examples / file).read_text() for gid, file in recipe.cells.items()}
-    return _with_cells(solution_notebook(text), {**{gid: released[gid].source for gid in recipe.stub}, **own})
+    nb = _with_cells(solution_notebook(text), {**{gid: released[gid].source for gid in recipe.stub}, **own})
+    for cell in _solution_cells(nb).values():  # a learner's upload has no solution markers or canary lines
+        cell.source = "\n".join(line for line in cell.source.splitlines()
+                                if not _AUTHORING_LINE.match(line))
+    return nb
 
 
 @functools.lru_cache(maxsize=None)
