@@ -61,6 +61,11 @@ def main(argv=None) -> int:
     b.add_argument("lab", nargs="?", default=None, help="one lab (default: every lab)")
     b.add_argument("--rounds", type=int, default=2)
 
+    b = sub.add_parser("mutant-file", help="grade the mutants of a TOML file (mutants.toml's format), e.g. bugs written blind")
+    b.add_argument("lab")
+    b.add_argument("file", type=Path)
+    b.add_argument("-j", "--jobs", type=int, default=2)
+
     e = sub.add_parser("examples", help="check a lab's example submissions against their recipes (--write: rebuild, grade, tabulate)")
     e.add_argument("lab")
     e.add_argument("--write", action="store_true")
@@ -70,6 +75,8 @@ def main(argv=None) -> int:
     f.add_argument("--examples", type=int, default=2000)
 
     args = parser.parse_args(argv)
+    if args.command == "mutant-file":
+        return commands.grade_mutant_file(args.lab, args.file, args.jobs)
     if args.command == "examples":
         return commands.examples(args.lab, args.write)
     if args.command == "fuzz":

@@ -407,3 +407,41 @@ def examples(lab: str, write: bool, jobs: int = 2) -> int:
     readme.write_text(head + EXAMPLES_BEGIN + "\n" + "\n".join(rows) + "\n" + EXAMPLES_END + tail)
     console.print(f"wrote {readme}")
     return 0
+
+
+def grade_mutant_file(lab: str, file: Path, jobs: int = 2) -> int:
+    """Grade the mutants of a TOML file (mutants.toml's format: [[mutant]] name, description, find, replace)
+    written by someone who never saw the graders: each is CAUGHT when it loses a point. Survivors are the
+    graders' holes; exit status 1 when any survives."""
+    import tomllib
+
+    import nbformat
+
+    from autograder.engine import variants
+    paths = lab_paths(lab)
+    text = paths.solution.read_text()
+    entries = tomllib.loads(file.read_text()).get("mutant", [])
+    folder = build_dir("blind", paths.lab)
+    jobs_list, problems = [], []
+    for entry in entries:
+        name = entry.get("name", "?")
+        if text.count(entry.get("find", "\0")) != 1:
+            problems.append(f"{name}: its `find` text occurs {text.count(entry.get('find', chr(0)))} times in {paths.solution.name} (must be once)")
+            continue
+        nb = solution_notebook(text.replace(entry["find"], entry["replace"]))
+        path = folder / f"{name}.ipynb"
+        path.write_text(nbformat.writes(nb))
+        jobs_list.append((name, entry.get("description", ""), path, Options(parts=variants.home_first(paths, nb))))
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        results = list(pool.map(lambda j: grade_one(paths, j[2], folder / "results" / j[0], j[3]), jobs_list))
+    survivors = 0
+    for (name, description, _, _), result in zip(jobs_list, results, strict=True):
+        lost = [f"{p.id} {p.score:g}/{p.points:g}" for p in result.parts if p.score < p.points]
+        caught = result.score < result.max_score
+        survivors += not caught
+        console.print(("[green]CAUGHT  [/]" if caught else "[red]SURVIVED[/]") + f" {name}: {description[:90]}"
+                      + (f"  ({', '.join(lost)})" if lost else ""), highlight=False)
+    for problem in problems:
+        console.print(f"[yellow]skipped[/] {problem}", highlight=False)
+    console.print(f"{len(results) - survivors}/{len(results)} caught")
+    return 1 if survivors else 0
