@@ -109,3 +109,12 @@ def test_examples_follow_their_recipes(paths):
     from autograder.commands import stale_examples
     stale = stale_examples(paths)
     assert not stale, "; ".join(stale)
+
+
+def test_every_public_assert_says_what_went_wrong():
+    """A learner reads the public tests' messages in check(): a bare assert tells them nothing."""
+    import ast
+    from autograder.paths import REPO
+    bare = [f"{f.relative_to(REPO)}:{node.lineno}" for f in sorted((REPO / "labs").glob("lab*/tests/*.py"))
+            for node in ast.walk(ast.parse(f.read_text())) if isinstance(node, ast.Assert) and node.msg is None]
+    assert not bare, f"public-test asserts without a message: {bare}"

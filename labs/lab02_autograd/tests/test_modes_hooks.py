@@ -6,7 +6,7 @@ import pytest
 def test_no_grad(lab):
     x = lab.tensor([1.0, 2.0], requires_grad=True)
     with lab.no_grad():
-        assert not lab.is_grad_enabled()
+        assert not lab.is_grad_enabled(), "inside `with no_grad():` is_grad_enabled() should be False"
         y = lab.given_mul(x, 2.0)
     assert lab.is_grad_enabled(), "no_grad restores grad mode on exit"
     assert not y.requires_grad and y.grad_fn is None, "inside no_grad nothing is recorded"

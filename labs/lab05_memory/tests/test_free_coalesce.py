@@ -14,7 +14,7 @@ def test_free_merges_neighbours(lab):
     alloc.free(xs[0])
     alloc.free(xs[3])
     assert [b.size for b in alloc.pools["small"]] == [2 * MiB], "everything freed: one block, the whole segment"
-    assert alloc.stats["allocated_bytes"]["current"] == 0
+    assert alloc.stats["allocated_bytes"]["current"] == 0, f"everything freed: allocated_bytes should be 0, got {alloc.stats['allocated_bytes']['current']}"
 
 
 def test_reuse_after_free(lab):
@@ -22,7 +22,7 @@ def test_reuse_after_free(lab):
     a = alloc.malloc(5 * MiB)
     alloc.free(a)
     assert alloc.malloc(4 * MiB) == a, "the cached block is reused"
-    assert alloc.device.num_mallocs == 1
+    assert alloc.device.num_mallocs == 1, f"the reuse needs no new device malloc: 1 in all, got {alloc.device.num_mallocs}"
 
 
 def test_double_free(lab):

@@ -17,7 +17,7 @@ def test_out_of_memory(lab):
     alloc.malloc(40 * MiB)
     with pytest.raises(lab.OutOfMemoryError, match="Tried to allocate 20.00 MiB"):
         alloc.malloc(20 * MiB)
-    assert alloc.stats["num_ooms"]["current"] == 1
+    assert alloc.stats["num_ooms"]["current"] == 1, f"an OutOfMemoryError counts in num_ooms: 1, got {alloc.stats['num_ooms']['current']}"
 
 
 def test_empty_cache_keeps_split_segments(lab):

@@ -15,7 +15,8 @@ def test_replay(lab):
     assert addrs[7] == addrs[5], "the address of a free is the address of its alloc"
     assert addrs[10] == addrs[0] + 8 * MiB, "the second 8 MiB tensor shares the 20 MiB segment"
     s = alloc.memory_stats()
-    assert s["active.all.current"] == 3 and s["num_device_alloc"] == 3
+    assert (s["active.all.current"], s["num_device_alloc"]) == (3, 3), (
+        f"after the trace: 3 live tensors and 3 device mallocs, got {s['active.all.current']} and {s['num_device_alloc']}")
 
 
 class Recorder:
@@ -38,4 +39,5 @@ def test_replay_uses_the_given_allocator(lab):
     addrs = lab.replay(rec, [["alloc", 7, 100], ["alloc", 3, 5000], ["free", 7, 100], ["free", 3, 5000]])
     assert rec.calls == [("malloc", 100), ("malloc", 5000), ("free", 0x2000), ("free", 0x3000)], (
         f"replay calls allocator.malloc(nbytes) and allocator.free(address of that id), in order; got {rec.calls}")
-    assert list(addrs) == [0x2000, 0x3000, 0x2000, 0x3000]
+    assert list(addrs) == [0x2000, 0x3000, 0x2000, 0x3000], (
+        f"replay returns, per event, the address malloc gave (alloc) or the one freed (free); got {list(addrs)}")

@@ -12,7 +12,7 @@ def test_gelu_linear(lab):
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert all(torch.Tag.core in t.tags for t in targets), f"not Core ATen: {[t for t in targets if torch.Tag.core not in t.tags]}"
     assert lab.op_histogram(gm) == {"aten.mm.default": 1, "aten.gelu.default": 1}, lab.op_histogram(gm)
-    assert torch.allclose(lab.run_graph(gm, x, w), f(x, w), atol=1e-6)
+    assert torch.allclose(lab.run_graph(gm, x, w), f(x, w), atol=1e-6), "run_graph on the decomposed graph should compute what f computes"
 
 
 def test_run_graph_walks_the_graph(lab):

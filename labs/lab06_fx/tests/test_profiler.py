@@ -10,7 +10,8 @@ def test_every_node_timed(lab):
     report = lab.profile_graph(gm, torch.randn(4, 8), runs=2)
     assert set(report["nodes"]) == {n.name for n in gm.graph.nodes}, f"got {sorted(report['nodes'])}"
     assert all(v["calls"] == 2 and v["seconds"] > 0 for v in report["nodes"].values()), report["nodes"]
-    assert sum(v["seconds"] for v in report["nodes"].values()) <= report["total"]
+    nodes = sum(v["seconds"] for v in report["nodes"].values())
+    assert nodes <= report["total"], f"the nodes' times ({nodes:.6f} s) cannot add up to more than the total ({report['total']:.6f} s)"
     lines = lab.profile_summary(report, top=3).splitlines()
     assert len(lines) == 4, f"a header and 3 lines expected, got {lines}"
 
