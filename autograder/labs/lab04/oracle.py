@@ -328,6 +328,15 @@ def softplus(x, beta, gout, v):
     return {"out": y.detach().numpy(), "grad": g.detach().numpy(), "hvp": h.numpy()}
 
 
+def softplus_stable(x, beta, gout, v):
+    """softplus for any |beta * x|, in closed form (F.softplus with a huge threshold overflows past beta * x = 709):
+    y = logaddexp(0, beta x) / beta, dy/dx = sigmoid(beta x), d2y/dx2 = beta sigmoid (1 - sigmoid)."""
+    x, gout, v = (np.asarray(a, dtype=np.float64) for a in (x, gout, v))
+    z = beta * x
+    s = torch.sigmoid(torch.from_numpy(z)).numpy()
+    return {"out": np.logaddexp(0.0, z) / beta, "grad": gout * s, "hvp": gout * v * beta * s * (1.0 - s)}
+
+
 def softplus_compiled(x, beta, swap=None):
     xt = torch.tensor(x, requires_grad=True)
     inner = xt * 2
@@ -364,8 +373,11 @@ def mode_direct(a, b):
     return out
 
 
-def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None):
+def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=()):
     model = shared.build_mlp(sizes, seed)
+    for n, p in model.named_parameters():
+        if n in frozen:
+            p.requires_grad_(False)
     if weights is not None:
         with torch.no_grad():
             for n, p in model.named_parameters():
@@ -380,7 +392,8 @@ def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None):
         loss.backward()
         opt.step()
     return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()},
-            "grads": {n: p.grad.numpy().copy() for n, p in model.named_parameters()},
+            "grads": {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None},
+            "requires_grad": [bool(p.requires_grad) for _, p in model.named_parameters()],
             "shapes": {n: list(p.shape) for n, p in model.named_parameters()}}
 
 

@@ -593,11 +593,17 @@ def build_mlp(sizes, seed):
     return nn.Sequential(*layers)
 
 
-def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None):
-    """module_to_device, then (weights given) P0's start weights written *through each payload*, then SGD steps."""
-    model = sub.module_to_device(build_mlp(sizes, seed))
+def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=()):
+    """module_to_device, then (weights given) P0's start weights written *through each payload*, then SGD steps.
+    The parameters named in `frozen` have requires_grad=False before module_to_device."""
+    cpu_model = build_mlp(sizes, seed)
+    for name, p in cpu_model.named_parameters():
+        if name in frozen:
+            p.requires_grad_(False)
+    model = sub.module_to_device(cpu_model)
     params = list(model.named_parameters())
     out = {"param_types": [type(p).__name__ for _, p in params],
+           "requires_grad": [bool(p.requires_grad) for _, p in params],
            "payload_types": [type(getattr(p, "payload", None)).__name__ for _, p in params],
            "subclass": [isinstance(p, torch.Tensor) and type(p).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__ for _, p in params]}
     if weights is not None:
@@ -615,7 +621,7 @@ def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None):
         opt.step()
     out["losses"] = losses
     out["grad_types"] = [type(p.grad).__name__ for _, p in params]
-    out["grads"] = {n: sub.to_cpu(p.grad).numpy().copy() for n, p in params}
+    out["grads"] = {n: sub.to_cpu(p.grad).numpy().copy() for n, p in params if p.grad is not None}
     out["params"] = {n: sub.to_cpu(p).numpy().copy() for n, p in params}
     out["payloads"] = {n: np.array(p.payload, copy=True) for n, p in params}
     out["cpu_types"] = [type(sub.to_cpu(p)).__name__ for _, p in params]

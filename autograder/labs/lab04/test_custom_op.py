@@ -11,18 +11,26 @@ from autograder.engine import replies
 from autograder.labs.lab04 import oracle
 
 
-def arrays(seed, shape, dtype=np.float64):
+def arrays(seed, shape, dtype=np.float64, scale=3.0):
+    """x, the output gradient and a vector for the second derivative; scale > 3: x spreads evenly over
+    [-scale, scale] (both ends included, shuffled), so the largest |beta * x| is always reached."""
     rng = np.random.default_rng(seed)
-    return [np.asarray(rng.standard_normal(shape) * 3).astype(dtype) for _ in range(3)]
+    out = [np.asarray(rng.standard_normal(shape) * 3).astype(dtype) for _ in range(3)]
+    if scale > 3.0:
+        out[0] = rng.permutation(np.linspace(-scale, scale, int(np.prod(shape)))).reshape(shape).astype(dtype)
+    return out
 
 
-def eager(student, seed, shape, beta, dtype=np.float64, **kw):
-    x, g, v = arrays(seed, shape, dtype)
+def eager(student, seed, shape, beta, dtype=np.float64, scale=3.0, **kw):
+    x, g, v = arrays(seed, shape, dtype, scale)
     kw.setdefault("through_ops", True)      # the registered operator, not only the Python object
     got = replies.dict_of(student.run("softplus_eager", x, beta, g, v, **kw), {"out", "grad"}, "scaled_softplus")
-    want = oracle.softplus(x.astype(np.float64), beta, g.astype(np.float64), v.astype(np.float64))
+    reference = oracle.softplus if scale <= 3.0 else oracle.softplus_stable
+    want = reference(x.astype(np.float64), beta, g.astype(np.float64), v.astype(np.float64))
     tol = (1e-7, 1e-9) if dtype == np.float64 else (1e-5, 1e-6)
     what = f"scaled_softplus(x of shape {list(shape)}, {np.dtype(dtype).name}, beta={beta})"
+    if scale > 3.0:
+        what += f" with large |beta * x| (up to about {np.abs(beta * x).max():.0f}; log(1 + e^z) must not overflow)"
     oracle.close(got["out"], want["out"], f"{what}: the output", *tol, dtype=dtype)
     oracle.close(got["grad"], want["grad"], f"{what}: the gradient", *tol, dtype=dtype)
     return got, want, what
@@ -42,6 +50,14 @@ def test_edge_shapes_and_layouts(student):
     eager(student, 13, (0, 3), 2.0)                           # size 0
     eager(student, 14, (1, 1), 0.25)                          # size 1
     eager(student, 15, (3, 4), 1.5, layout="transposed")      # column-major input
+
+
+@pytest.mark.weight(2)
+def test_large_arguments(student):
+    # |beta * x| in the hundreds: e^(beta * x) overflows float64 past 709 and float32 past 88, the softplus does not
+    eager(student, 23, (6,), 2.0, scale=400.0)               # beta * x up to 800
+    eager(student, 24, (2, 3), -1.5, scale=500.0)            # a negative beta: beta * x up to 750 where x = -500
+    eager(student, 25, (5,), 4.0, np.float32, scale=60.0)    # float32: beta * x up to 240
 
 
 def require_registered(student, seed, beta):

@@ -18,12 +18,19 @@ def data(seed, n, sizes):
     return rng.standard_normal((n, sizes[0])).astype(np.float32), rng.standard_normal((n, sizes[-1])).astype(np.float32)
 
 
-def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8):
+def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8, frozen=()):
     x, y = data(seed, n, sizes)
     weights = oracle.start_weights(sizes, seed)
-    got = replies.dict_of(student.run("device_sgd", sizes, seed, x, y, lr, momentum, steps, weights), KEYS, "device_sgd")
-    want = oracle.cpu_sgd(sizes, seed, x, y, lr, momentum, steps, weights)
+    got = replies.dict_of(student.run("device_sgd", sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen)),
+                          KEYS, "device_sgd")
+    want = oracle.cpu_sgd(sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen))
     what = f"MLP {sizes}, SGD lr={lr} momentum={momentum}, {steps} step(s)"
+    if frozen:
+        what += f", frozen parameter(s) {list(frozen)}"
+        flags = replies.list_of(got.get("requires_grad"), "requires_grad flags", len(want["requires_grad"]))
+        assert flags == want["requires_grad"], (
+            f"{what}: after module_to_device the parameters' requires_grad should be {want['requires_grad']} "
+            f"(a frozen parameter must stay frozen on the device), got {flags}")
     count = len(want["params"])
     types = replies.list_of(got["param_types"], "parameter types", count)
     payloads = replies.list_of(got["payload_types"], "payload types", count)
@@ -33,14 +40,17 @@ def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8):
     assert all(v is True for v in replies.list_of(got["subclass"], "subclass flags", count)), (
         f"{what}: the parameters should dispatch through NumpyTensor.__torch_dispatch__")
     grad_types = replies.list_of(got["grad_types"], "gradient types", count)
-    assert all(t == "NumpyTensor" for t in grad_types), f"{what}: the gradients should live on your device too, got {grad_types}"
+    want_types = ["NumpyTensor" if flag else "NoneType" for flag in want["requires_grad"]]
+    assert grad_types == want_types, (f"{what}: the gradients should live on your device too (and a frozen parameter "
+                                      f"gets none): expected {want_types}, got {grad_types}")
     cpu_types = replies.list_of(got["cpu_types"], "to_cpu types", count)
     assert cpu_types == ["Tensor"] * count, f"to_cpu should give plain tensors, got {cpu_types}"
     oracle.close(got["losses"], want["losses"], f"{what}: the loss at each step", 1e-5, 1e-6)
     for field, label in (("grads", "the last gradient of"), ("params", "parameter (read with to_cpu)"),
                          ("payloads", "the payload of parameter")):
-        values = replies.dict_of(got[field], want["params"].keys(), f"{what}: {field}")
-        for name in want["params"]:
+        expected = want["grads" if field == "grads" else "params"]
+        values = replies.dict_of(got[field], expected.keys(), f"{what}: {field}")
+        for name in expected:
             ref = want["grads" if field == "grads" else "params"][name]
             oracle.close(values[name], ref, f"{what}: {label} {name} after training", 1e-5, 1e-6, dtype=np.float32)
 
@@ -55,6 +65,12 @@ def test_one_sgd_step(student):
                                                              ([2, 1], 3, 0.5, 0.5, 2, 1)])
 def test_more_training(student, sizes, seed, lr, momentum, steps, n):
     check_training(student, sizes, seed, lr, momentum, steps, n)
+
+
+@pytest.mark.weight(2)
+def test_frozen_parameters(student):
+    # a frozen parameter keeps requires_grad=False on the device: no gradient, SGD leaves it alone, like on the CPU
+    check_training(student, [3, 6, 2], 4, 0.2, 0.5, 2, frozen=("0.weight", "2.bias"))
 
 
 @pytest.mark.weight(3)
