@@ -444,7 +444,9 @@ check("fusion_plan")
 # `unsigned char` (0 or 1, what `torch.bool` stores). The kernel loops over the group's *iteration
 # shape*, computes every member into a local variable, stores the members that are used outside the group
 # (or are graph outputs), and, if the group ends with a reduction, accumulates it and stores one value per
-# row. Scalar arguments (`mul(x, 0.5)`) are C constants.
+# row. Accumulate a sum or mean in `double` (a `float` running sum over a million elements drops the small
+# terms; the graders check long rows to 1e-5), a max in `float`. Scalar arguments (`mul(x, 0.5)`) are C
+# constants.
 #
 # **Broadcasting.** Inputs of a pointwise op may have a smaller shape than its result: a bias `[D]`
 # added to `[N, D]`, a row statistic `[N, 1]` subtracted from `[N, D]`, a 0-dim tensor. Align shapes on

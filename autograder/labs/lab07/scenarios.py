@@ -234,6 +234,14 @@ FUNCTIONS = {
     "cmp_f64": (lambda x: torch.where(x.double() > 0.5, x, x * 2).exp().sum(-1), [[4, 5]]),
 }
 
+def _two_group_cycle(x, y, w):
+    """add(c, a) may join c's group or a's group, but not both: a reaches c's group through the mm."""
+    a, c = x.sin(), y.cos()
+    return c * (a @ w).exp() - (c + a)
+
+
+FUNCTIONS["two_group_cycle"] = (_two_group_cycle, [[6, 6], [6, 6], [6, 6]])
+
 MODELS = {"tiny_mlp": (TinyMLP, [[4, 12]]), "tiny_block": (TinyBlock, [[3, 16]]), "tanh_net": (TanhNet, [[5, 10]])}
 
 
@@ -343,6 +351,9 @@ OPS = {
     "ne_ge": (lambda a, b: torch.where(a != b, a, b * 2) + torch.where(a >= 0.0, a, -a), [[3, 5], [3, 5]]),
     "lt_tensor_bool_out": (lambda a, b: a < b, [[4, 6], [6]]),
     "prefix_3d": (lambda a, b: a * b + b, [[2, 3, 4], [2, 1, 1]]),
+    # precision: a long row whose few large terms sit at both ends (a softmax denominator); test_kernels draws its
+    # inputs itself (test_long_row_sum_precision), not test_op
+    "sum_long_row": (lambda a, b: (a * b).sum(-1), [[2, 1], [1, 1 << 20]]),
 }
 POSITIVE = {"log", "sqrt", "rsqrt", "reciprocal", "log1p", "rdiv", "pow_half"}
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from autograder.engine import replies
 from autograder.labs.lab07 import oracle
 
-OPS = list(oracle.shared.OPS)
+LONG_SUM = "sum_long_row"          # graded by test_long_row_sum_precision, on inputs of its own
+OPS = [op for op in oracle.shared.OPS if op != LONG_SUM]
 SPECIAL = {"add": [np.inf, -np.inf, 0.0], "neg": [np.inf, -np.inf], "exp": [-np.inf, 0.0, 80.0, -80.0],
            "sigmoid": [np.inf, -np.inf, 30.0, -30.0], "tanh": [np.inf, -np.inf, 20.0], "relu": [np.inf, -np.inf, 0.0, -0.0],
            "abs": [-np.inf, -0.0], "maximum": [np.inf, -np.inf], "minimum": [np.inf, -np.inf],
@@ -72,6 +73,37 @@ def test_op(student, clean_room, op):
         if op in COMPANION:
             check_op(student, clean_room, COMPANION[op], seed, special)
     check()
+
+
+def long_sum_inputs(seed):
+    """Two rows of 2**20 positive terms: 64 large ones (about 1e3) at each end of the row, small ones (about 3e-5)
+    between, the shape of a softmax denominator. A float accumulator, in however many vector lanes, sees each
+    small term fall below half an ulp of its running sum and loses about 1e-4 of the total; a double one is
+    exact to float rounding, like PyTorch's own sum (about 1e-7)."""
+    rng = np.random.default_rng(seed)
+    shapes = oracle.shared.OPS[LONG_SUM][1]
+    a = rng.uniform(0.5, 1.5, shapes[0]).astype(np.float32)
+    b = rng.uniform(1e-5, 5e-5, shapes[1]).astype(np.float32)
+    b[0, :64] = rng.uniform(1000.0, 2000.0, 64)
+    b[0, -64:] = rng.uniform(1000.0, 2000.0, 64)
+    return [a, b]
+
+
+@pytest.mark.weight(2)
+def test_long_row_sum_precision(student, clean_room, grading_seed):
+    arrays = long_sum_inputs(grading_seed)
+    what = ("the kernel for (a * b).sum(-1) over rows of 2**20 terms (a few large terms, a million small ones: "
+            "accumulate a sum in double, a float running sum drops the small terms)")
+    got = replies.dict_of(student.run("op_kernel", LONG_SUM, arrays), {"values", "dtypes"}, f"{what}: the scenario reply")
+    kernel = oracle.kernel_reply(got, what)
+    gm = oracle.op_gm(LONG_SUM)
+    group = [n.name for n in gm.graph.nodes if n.op == "call_function"]
+    values = oracle.node_values(gm, [torch.from_numpy(np.array(a, copy=True)) for a in arrays])
+    # PyTorch's float32 sum is within 1e-7 of the exact sum here: 1e-5 leaves the rounding of any honest order
+    oracle.run_kernels(clean_room, gm, values, [(kernel, group)], what, rtol=1e-5, atol=0.0)
+    outs = replies.list_of(got["values"], f"{what}: run_kernel's result", length=len(kernel["outputs"]))
+    for j, name in enumerate(kernel["outputs"]):
+        oracle.close(outs[j], values[name].numpy(), f"{what}: run_kernel's output {name}", rtol=1e-5, atol=0.0)
 
 
 @pytest.mark.weight(4)
