@@ -10,7 +10,8 @@
 - the edge-domain catalogue names only hidden tests that exist; the differential fuzzer of the
   reference against PyTorch agrees (a small budget; `make fuzz` runs a large one), and so do the cases of
   the lab's peer suites (`peers.py`: case lists modelled on public test suites, run through an adapter);
-- nothing a learner sees (feedback.md, results.json) leaks hidden text.
+- nothing a learner sees (feedback.md, results.json) leaks hidden text;
+- (full run) each example built by a recipe scores what its README table says.
 Prints a table and one summary line per lab; returns non-zero on any failure.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ EXTRA_SEEDS = (1, 2, 3)  # the full run also grades the reference on these draws
 class Case:
     name: str
     notebook: Path
-    expect: str  # "full", "zero", "loses", "attempt", "twin"
+    expect: str  # "full", "zero", "loses", "attempt", "twin", "example"
     description: str = ""
     options: Options = Options()
     twin: str = ""  # for an attempt: the name of its twin case
@@ -114,6 +115,11 @@ def prepare(paths: LabPaths, sandbox: str, quick: bool = False) -> tuple[list[Ca
         cases.append(Case(f"machine {m.id}", _write(folder, f"machine-{m.id}", nb), "loses",
                           m.describe(), Options(sandbox, True, variants.home_first(paths, nb))))
 
+    if not quick:  # the examples' README table must give the scores the graders give today
+        for recipe in variants.recipes(paths):
+            cases.append(Case(f"example {recipe.notebook}", paths.examples / recipe.notebook, "example",
+                              options=Options(sandbox)))
+
     every_attempt = variants.attempts(paths)
     graded_attempts = _sample_names([a.name for a in every_attempt], QUICK_ATTEMPTS) if quick else {a.name for a in every_attempt}
     for attempt in every_attempt:
@@ -142,6 +148,11 @@ def verdict(case: Case, result: GradeResult, twin: GradeResult | None = None) ->
         return "stub earned points in " + ", ".join(p.id for p in result.parts if p.score)
     if case.expect == "loses" and result.score >= result.max_score:
         return "mutant survived (full marks)"
+    if case.expect == "example":
+        listed = example_scores(case.notebook.parent).get(case.notebook.name)
+        if listed is None or abs(listed - result.score) > 1e-6:
+            return (f"scores {result.score:g}, examples/README.md says {listed}: "
+                    f"`python -m autograder examples {result.lab} --write`")
     if case.expect == "attempt" and twin is not None:
         if twin.error:
             return f"its twin could not be graded: {twin.error.splitlines()[0]}"
@@ -150,6 +161,13 @@ def verdict(case: Case, result: GradeResult, twin: GradeResult | None = None) ->
         if above:
             return "scored above its honest twin in " + ", ".join(above)
     return None
+
+
+def example_scores(folder: Path) -> dict[str, float]:
+    """notebook name -> total score, from the table `python -m autograder examples --write` writes."""
+    readme = folder / "README.md"
+    rows = re.findall(r"^\| `([^`]+\.ipynb)` \|.*\| ([0-9.]+) / [0-9.]+", readme.read_text(), re.M) if readme.exists() else []
+    return {name: float(score) for name, score in rows}
 
 
 def feedback_leaks(paths: LabPaths, out: Path) -> list[str]:
