@@ -59,6 +59,15 @@ FIXED = {
                              [("s", np.array(1.5)), ("a", A)], gradient=True),
     "transpose-same-dim": prog([["let", "v", "transpose", "x", 1, -2], ["let", "w", "mul", "v", 2.0]], [("x", X)], gradient=True),
     "sum-to-size-size-1": prog([["let", "v", "sum_to_size", "x", [1, 3, 1]]], [("x", X)], gradient=True),
+    # size-1 batch dims broadcast against larger ones: grad_a/grad_b must sum them back to 1, not only
+    # drop the extra leading dims (a learner who sums only leading dims returns the broadcast shape)
+    "matmul-batch-size-1-left": prog([["let", "v", "matmul", "a1", "bb"]], [("a1", A.reshape(1, 3, 4)), ("bb", BB)],
+                                     gradient=True),
+    "matmul-batch-size-1-right": prog([["let", "v", "matmul", "x", "b1"]], [("x", X), ("b1", B.reshape(1, 4, 2))],
+                                      gradient=True),
+    "matmul-batch-size-1-both": prog([["let", "v", "matmul", "x4", "b4"]],
+                                     [("x4", X.reshape(2, 1, 3, 4)), ("b4", np.stack([B, -B, 2 * B]).reshape(1, 3, 4, 2))],
+                                     gradient=True),
     "matmul-size-1": prog([["let", "v", "matmul", "c", "r"]], [("c", np.array([[0.5], [-2.0]])), ("r", np.array([[1.5, -0.5, 2.0]]))],
                           gradient=True),
     "linear-layer": prog([["let", "t", "transpose", "b", 0, 1], ["let", "h", "matmul", "a", "b"], ["let", "o", "add", "h", "r"],
