@@ -145,6 +145,7 @@ _Square = _function(lambda x: x * x, lambda s, g: (2 * g * s[0],))
 _SquareHalf = _function(lambda x: x * x, lambda s, g: (g * s[0],))
 _SquareSlightlyOff = _function(lambda x: x * x, lambda s, g: (2.0005 * g * s[0],))
 _SquareOff = _function(lambda x: x * x, lambda s, g: (2.006 * g * s[0],))
+_SquareAtRtolEdge = _function(lambda x: x * x, lambda s, g: (2.0020005 * g * s[0],))  # |a-n| = 1.00025e-3 |n|
 _SquareOffset = _function(lambda x: x * x, lambda s, g: (2 * g * s[0] + 1e-8,))
 _SquareNoisy = _function(lambda x: x * x, lambda s, g: (2 * g * s[0] + _Noise.next() * g,))
 _SquareCubicError = _function(lambda x: x * x, lambda s, g: (2 * g * s[0] + 2e-4 * g * s[0] ** 3,))
@@ -260,6 +261,10 @@ BATTERY = {
     "constant_output": ("constant", _inputs_vec, None),
     "square_ignores_second_input": ("ignore_second", _inputs_pair, None),
     "mul_empty": (_Mul, lambda rng, n: _inputs_pair(rng, 0), None),
+    # rtol scales |numerical| (allclose(analytical, numerical)): with atol=0 this is False, True the other way round
+    "square_at_rtol_edge": (_SquareAtRtolEdge, _inputs_vec, None),
+    # fn returns a view of its (perturbed) input: f(x + eps e_j) must be kept as a copy
+    "first_row_view": ("first_row", lambda rng, n: [(rng.standard_normal((2, n)), True)], None),
 }
 
 
@@ -286,6 +291,8 @@ def battery_fn(name, inputs):
         return lambda x: torch.ones(3, dtype=torch.float64) * 2.0
     if fn_class == "ignore_second":
         return lambda x, y: _Square.apply(x)
+    if fn_class == "first_row":
+        return lambda x: x[0]
     captured = captured or ()
 
     def fn(*args):
@@ -520,7 +527,8 @@ def _baseline(net, x, seed):
 def offload(sub, params, x, seed, p_drop=0.25, mutate=None):
     """Forward under `with NumpyOffload() as off`, then (optionally) change something before backward:
     mutate="params": the net's parameters in place (the offloaded copies must not see it);
-    mutate="store": every array in off.store doubled (backward must use what the store holds)."""
+    mutate="store": every array in off.store doubled (backward must use what the store holds);
+    mutate="twice": backward(retain_graph=True) first, then the graded backward (unpack runs twice)."""
     net = hooks_net(params, p_drop)
     base_grads = _baseline(net, x, seed)
     xt = _t(x, True)
@@ -537,6 +545,9 @@ def offload(sub, params, x, seed, p_drop=0.25, mutate=None):
     elif mutate == "store":
         for k in keys:
             store[k] *= 2
+    if mutate == "twice":  # a first backward that keeps the graph: the second must unpack again
+        loss.backward(retain_graph=True)
+        xt.grad = None
     net.zero_grad()
     loss.backward()
     return {"baseline_grads": base_grads, "grads": _grads(xt, net),

@@ -36,6 +36,10 @@ def check_jvp(student, name, seed, n, zero_dim=False, twice=False, gated=True):
     want_out, want_tangent = oracle.jvp(name, primals, tangents)
     oracle.close(got["out"], want_out, f"{what}: the output")
     oracle.close(got["tangent"], want_tangent, f"{what}: the tangent J·v (use dual tensors)")
+    tangent_dtype = np.asarray(got["tangent"]).dtype
+    assert tangent_dtype == np.asarray(want_out).dtype, (
+        f"{what}: the tangent has dtype {tangent_dtype}, the output {np.asarray(want_out).dtype}: "
+        "a zero tangent must have the output's dtype (torch.zeros_like(primal))")
     if twice:
         oracle.close(got.get("out2"), want_out, f"{what}, called a second time: the output")
         oracle.close(got.get("tangent2"), want_tangent, f"{what}, called a second time: the tangent")

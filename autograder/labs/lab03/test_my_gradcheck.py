@@ -81,9 +81,17 @@ def test_generated_battery(student, name, seed, n, tolerances):
     ("xsin_ok", {"eps": 1e-3, "atol": 1e-7, "rtol": 1e-7}),
     ("square_error_grows", {"atol": 1e-2}),
     ("square_offset_within_atol", {"atol": 1e-9, "rtol": 0.0}),
+    ("square_at_rtol_edge", {"atol": 0.0}),  # rtol scales |numerical|, not |analytical|
 ])
 def test_tolerances(student, name, tolerances):
     check_verdict(student, name, 5, 3, tolerances)
+
+
+@pytest.mark.weight(2)
+def test_fn_returning_a_view_of_its_input(student):
+    # fn(x) = x[0] aliases the perturbed copy: f(x + eps e_j) must be kept as a copy before x moves again
+    check_verdict(student, "first_row_view", 6, 3)
+    check_jacobians(student, "first_row_view", 7, 3, "numerical")
 
 
 def check_jacobians(student, name, seed, n, which, eps=1e-6, gated=True):

@@ -88,6 +88,14 @@ def test_offload_unpacks_from_the_store(student):
                        "(unpack must return what the store holds)", rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.weight(2)
+def test_offload_backward_twice(student):
+    got, _, _ = run_offload(student, 4, mutate="twice")
+    oracle.bit_identical(got["grads"], got["baseline_grads"],
+                         "with NumpyOffload, a second backward on a graph kept with retain_graph=True "
+                         "(unpack must leave the array in the store: it can be unpacked again)")
+
+
 def offload_gate(student):
     got, _, _ = run_offload(student, 45, mutate="params", gated=False)
     oracle.bit_identical(got["grads"], got["baseline_grads"], "with NumpyOffload, parameters changed after the forward")

@@ -448,5 +448,11 @@ def decompose_expect(name, seed=0):
     return {"graph": shared.describe(gm.graph.nodes), "outs": outs, "edited": edited}
 
 
+def dotted_expect(seed=0):
+    gm, inp = shared.dotted_graph(seed)
+    with torch.no_grad():
+        return shared._flat(inp * gm.get_buffer("blocks.0.scale") - gm.get_parameter("blocks.1.shift"))
+
+
 def valid_identifier(name):
     return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)

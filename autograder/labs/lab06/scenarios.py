@@ -344,6 +344,8 @@ class Program(nn.Module):
                 v = torch.where(a > b, a, b)
             elif op == "pos":
                 v = +a - b
+            elif op == "rpow":                # not drawn by the generators: fixed programs only
+                v = c ** (a.abs().round() + 1) + a
             else:
                 v = a[1:3].repeat(2, 1)
             vals.append(v)
@@ -472,6 +474,7 @@ class DeadImpure(nn.Module):
     def forward(self, x):
         t = x.clone()
         t.add_(1)                             # in-place, result unused: stays
+        torch.sigmoid_(t)                     # an in-place *function* (name ends in _): stays
         noise = torch.rand_like(x)            # random, unused: stays
         u = self.lin(x)
         self.act(u)                           # in-place module: stays
@@ -959,6 +962,14 @@ def profile(sub, name, seed=0, runs=3, top=5, edit=False, inject=None):
     return out
 
 
+def summary_of(sub, nodes, total, runs, top):
+    """profile_summary on a report P0 made up: total deliberately larger than the sum of the node times
+    (as the interpreter's own overhead makes it), so a share must be seconds / report['total']."""
+    report = {"nodes": {k: {"seconds": float(v[0]), "calls": int(v[1])} for k, v in nodes.items()},
+              "total": float(total), "runs": int(runs), "result": None}
+    return str(sub.profile_summary(report, top=top))
+
+
 def _node_shape(gm, inputs, node):
     seen = {}
 
@@ -973,6 +984,32 @@ def _node_shape(gm, inputs, node):
 
 
 # -- part decompose ---------------------------------------------------------------------------------
+def dotted_graph(seed=0):
+    """(gm, input) of a hand-built graph whose get_attr targets are dotted ("blocks.0.scale"): a buffer and
+    a parameter of nested submodules, aten.mul(x, scale) then aten.add(., shift), and then the add edited
+    into aten.sub in gm.graph without a recompile (gm's code still adds: a runner must walk the graph)."""
+    g = torch.Generator().manual_seed(seed)
+    root = nn.Module()
+    root.blocks = nn.ModuleList([nn.Module(), nn.Module()])
+    root.blocks[0].register_buffer("scale", torch.rand(5, generator=g) + 0.5)
+    root.blocks[1].shift = nn.Parameter(torch.randn(5, generator=g))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    scale, shift = graph.get_attr("blocks.0.scale"), graph.get_attr("blocks.1.shift")
+    y = graph.call_function(torch.ops.aten.mul.Tensor, (x, scale))
+    last = graph.call_function(torch.ops.aten.add.Tensor, (y, shift))
+    graph.output(last)
+    gm = torch.fx.GraphModule(root, graph)
+    last.target = torch.ops.aten.sub.Tensor  # in the graph only: gm.recompile() is not called
+    return gm, torch.randn(3, 5, generator=g)
+
+
+def run_graph_dotted(sub, seed=0):
+    gm, inp = dotted_graph(seed)
+    with torch.no_grad():
+        return _flat(sub.run_graph(gm, inp))
+
+
 def fn_mlp(x, w, b):
     return F.layer_norm(F.gelu(F.linear(x, w, b)), (x.shape[-1],)).softmax(-1)
 

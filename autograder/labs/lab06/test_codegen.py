@@ -64,6 +64,16 @@ def test_shares_the_roots_tensors(student, name):
                                       "(which should hold the same parameter objects, not copies)")
 
 
+NEGATIVE_CONSTANT_PROGRAMS = [[["rpow", 0, 0, -3.0], ["rpow", 1, 0, -0.5], ["add", 2, 3, 1]],
+                              [["rsub", 0, 0, -2.0], ["rpow", 2, 1, -1.5], ["rpow", 0, 0, 2.0]]]
+
+
+@pytest.mark.parametrize("program", NEGATIVE_CONSTANT_PROGRAMS, ids=["pow_neg_base", "mixed"])
+def test_negative_constant_operands(student, program):
+    check_run(student, "program", program, "MiniGraphModule of a program with a negative constant as the left operand of ** "
+                                           "((-3.0) ** t: written without parentheses it reads -(3.0 ** t))")
+
+
 @st.composite
 def programs(draw):
     n = draw(st.integers(2, 9))

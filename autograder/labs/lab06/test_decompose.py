@@ -56,4 +56,12 @@ def test_run_graph(student, name):
         f"run_graph on a graph holding a call_method node should raise RuntimeError (only placeholder, get_attr, "
         f"call_function and output are allowed), got {err['error']}")
 
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_run_graph_dotted_get_attr(student, seed):
+    got = replies.list_of(student.run("run_graph_dotted", seed), "run_graph's result on a graph with dotted get_attr targets")
+    oracle.close(got, oracle.dotted_expect(seed), "run_graph on a graph whose get_attr targets are qualified names of nested "
+                                                  "submodules ('blocks.0.scale', 'blocks.1.shift': read them one attribute at a time), "
+                                                  "its last node edited in the graph without a recompile")
+
 # IPT-CANARY lab06 test_decompose.py: hidden grading text, never shown to learners

@@ -93,4 +93,22 @@ def test_summary(student, top, measurement):
     if "matmul" in nodes and top == 3:
         measurement("heavy matmul share of node time", nodes["matmul"]["seconds"] / max(1e-12, sum(v["seconds"] for v in nodes.values())), "ratio")
 
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_summary_share_of_report_total(student, case):
+    """A report made up here: 'total' is well above the sum of the node times, so a share computed
+    against that sum (instead of report['total']) is off by the ratio."""
+    nodes = [{"conv": (0.004, 3), "relu": (0.001, 3), "add": (0.0005, 3), "x": (0.00002, 3), "output": (0.00001, 3)},
+             {"matmul": (0.03, 2), "softmax": (0.006, 2), "getattr_1": (0.0004, 2), "y": (0.00003, 2)}][case]
+    total = [0.0111, 0.0729][case]
+    summary = student.run("summary_of", {k: list(v) for k, v in nodes.items()}, total, 3, 3)
+    what = "profile_summary on a report whose 'total' exceeds the sum of its node times (interpreter overhead)"
+    rows = oracle.summary_rows(summary, what)
+    assert len(rows) == 3, f"{what}, top=3: after the header, 3 lines should follow, got {len(rows)}"
+    for name, _ms, _calls, share in rows:
+        assert name in nodes, f"{what}: unknown node {name!r} in the summary"
+        want = 100 * nodes[name][0] / total
+        assert math.isclose(share, want, rel_tol=0.02, abs_tol=0.15), (
+            f"{what}: the line of {name!r} should show a share of {want:.1f}% (its seconds / report['total']), got {share}")
+
 # IPT-CANARY lab06 test_profiler.py: hidden grading text, never shown to learners
