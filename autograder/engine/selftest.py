@@ -22,9 +22,8 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,11 +245,6 @@ def run_fuzz(paths: LabPaths, examples: int) -> tuple[int, str | None]:
 NOT_NEEDED = "not graded: its attempt scored nothing, so it cannot be above its twin"
 
 
-def _failed(exc: BaseException) -> GradeResult:
-    from autograder.engine.pipeline import Submission
-    return GradeResult("?", Submission(Path("?")), [], [], None, 0.0, f"grading failed: {exc!r}")
-
-
 def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> list[GradeResult]:
     """Grade every case; cases that assemble to the same graded code with the same options are graded once,
     and an attempt's twin only on the parts where the attempt scored."""
@@ -275,38 +269,28 @@ def _dedupe_grade(paths: LabPaths, cases: list[Case], out: Path, jobs: int) -> l
         unique.setdefault(keys[case.name], case)
     attempt_of = {c.twin: c for c in firsts if c.expect == "attempt"}
     twins = [c for c in cases if c.expect == "twin"]
-    twin_results: dict[str, GradeResult] = {}
-    done = threading.Event() if twins else None
-    lock = threading.Lock()
+
+    def grade_twin(twin: Case, attempt_result: GradeResult) -> GradeResult:
+        """A twin is graded only on the parts where its attempt scored: elsewhere the attempt cannot be above
+        it. An attempt that scored nothing needs no twin grading at all."""
+        scored = tuple(p.id for p in attempt_result.parts if p.score > 0)
+        if scored:
+            return run_one(dataclasses.replace(twin, options=dataclasses.replace(twin.options, parts=scored)))
+        return dataclasses.replace(attempt_result, seconds=0.0, error=None, notes=[NOT_NEEDED],
+                                   parts=[dataclasses.replace(p, score=0.0, failures=[], internal=[])
+                                          for p in attempt_result.parts])
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = {key: pool.submit(run_one, case) for key, case in unique.items()}
-
-        def grade_twin(twin: Case, attempt_result: GradeResult) -> None:
-            """A twin is graded only on the parts where its attempt scored: elsewhere the attempt cannot be
-            above it. An attempt that scored nothing needs no twin grading at all."""
-            try:
-                scored = tuple(p.id for p in attempt_result.parts if p.score > 0)
-                if scored:
-                    result = run_one(dataclasses.replace(twin, options=dataclasses.replace(twin.options, parts=scored)))
-                else:
-                    result = dataclasses.replace(attempt_result, seconds=0.0, error=None, notes=[NOT_NEEDED],
-                                                 parts=[dataclasses.replace(p, score=0.0, failures=[], internal=[])
-                                                        for p in attempt_result.parts])
-            except Exception as exc:  # noqa: BLE001 - reported as the twin's grading error, never a hang
-                result = dataclasses.replace(attempt_result, error=f"the twin could not be graded: {exc!r}")
-            with lock:
-                twin_results[twin.name] = result
-                if len(twin_results) == len(twins):
-                    done.set()
-
+        waiting: dict = {}  # an attempt's future -> the twins that wait on it
         for twin in twins:
-            attempt = futures[keys[attempt_of[twin.name].name]]
-            attempt.add_done_callback(lambda f, t=twin: pool.submit(grade_twin, t, f.result() if not f.exception() else
-                                                                     _failed(f.exception())))
+            waiting.setdefault(futures[keys[attempt_of[twin.name].name]], []).append(twin)
+        twin_futures = {}
+        for done in as_completed(waiting):  # each twin is queued as soon as its attempt is graded
+            for twin in waiting[done]:
+                twin_futures[twin.name] = pool.submit(grade_twin, twin, done.result())
         by_key = {key: future.result() for key, future in futures.items()}
-        if done is not None:
-            done.wait()
+        twin_results = {name: future.result() for name, future in twin_futures.items()}
     results = [by_key[keys[c.name]] if c.expect != "twin" else twin_results[c.name] for c in cases]
     # the determinism check needs two real gradings of the reference
     if cases[1].name == "reference (again)":
