@@ -44,6 +44,8 @@ $(STAMP): requirements.txt requirements-torch.txt
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'inside_pytorch.pth').write_text('$(CURDIR)\n$(CURDIR)/labs\n')"
 	$(PY) -m pip check
+	@# torchao's quant primitives are the oracle of lab08: fail here, loudly, if they do not import and compute
+	$(PY) -c "import logging; logging.disable(logging.WARNING); import torch; from torchao.quantization.quant_primitives import quantize_affine as q; assert q(torch.tensor([[0.25, 0.75]]), (1, 2), torch.tensor([0.5]), torch.tensor([0]), torch.int8).tolist() == [[0, 2]], 'torchao quantize_affine gives wrong numbers'"
 	@touch $@
 
 test: setup  ## set up, then run the whole suite (tooling, lab self-tests, notebooks, release, book)
@@ -88,7 +90,7 @@ fuzz: setup  ## differential fuzzing of the references against PyTorch, large bu
 report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 	$(PY) -m autograder report $(LAB)
 
-bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07
+bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07 (or lab08)
 	$(PY) -m autograder.benchmarks $(or $(LAB),lab07)
 
 bench-grader: setup  ## our confined grader vs nbgrader autograde, per lab: make bench-grader [LAB=lab01] (default: every lab)

@@ -39,3 +39,12 @@ def test_lab07_benchmark_prints_ratios_on_real_blocks():
     assert len(block_lines) == 10, f"expected 5 blocks x (inference, training) ratio lines in:\n{proc.stdout}"
     found = re.search(r"^real blocks, speedup vs eager: (\d+\.\d\d) \(lowest (\d+\.\d\d)\)$", proc.stdout, re.M)
     assert found and float(found.group(1)) > 0, f"no 'real blocks, speedup vs eager' line in:\n{proc.stdout}"
+
+
+def test_lab08_benchmark_prints_its_ratios():
+    """Small shapes, three rounds: every contender's result is checked against fp32 before it is timed."""
+    proc = bench("lab08", "--rounds", "3", "--shapes", "4,128,64;16,256,128")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    rows = re.findall(r"^\s+\d+ x \d+ x \d+\s+\d+\.\d+\s+(\d+\.\d\d)x\s+(\d+\.\d\d)x\s+(\d+\.\d\d)x$", proc.stdout, re.M)
+    assert len(rows) == 2 and all(float(v) > 0 for row in rows for v in row), f"expected two ratio rows in:\n{proc.stdout}"

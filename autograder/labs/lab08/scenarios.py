@@ -1,0 +1,166 @@
+# IPT-CANARY lab08 scenarios.py: hidden grading text, never shown to learners
+"""lab08 scenarios: run on the student side (P1), against the learner's module `sub`.
+
+Inputs arrive as numpy arrays (bfloat16 inputs as float32 plus a flag: numpy has no bfloat16);
+results leave as numpy arrays with the tensor's dtype name beside them. Every scenario takes a
+list of cases and answers one reply per case, so a test costs one round trip. An exception in one
+case becomes {"error": type name} for that case and does not stop the others.
+
+Trust: these functions only build inputs, call the learner's code and return the values it
+produced. P0 compares the values with its own oracle (torchao, torch's fake-quant kernels and
+torch._int_mm, imported in P0 only); nothing here reports how a value was computed.
+"""
+import numpy as np
+import torch
+
+
+def _t(a, bf16=False):
+    t = torch.from_numpy(np.array(a, copy=True))
+    return t.to(torch.bfloat16) if bf16 else t
+
+
+def _out(t):
+    """A learner tensor as (numpy values, dtype name); bfloat16 crosses exactly as float32."""
+    if not torch.is_tensor(t):
+        return {"value": t if isinstance(t, (int, float, bool, type(None))) else repr(type(t).__name__)}
+    t = t.detach()
+    dtype = str(t.dtype).replace("torch.", "")
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    return {"values": t.numpy(force=True).copy(), "dtype": dtype}
+
+
+def _each(cases, fn):
+    results = []
+    for case in cases:
+        try:
+            results.append(fn(**case))
+        except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+            results.append({"error": type(exc).__name__, "message": str(exc)[:200]})
+    return results
+
+
+def _dtype(name):
+    return getattr(torch, name)
+
+
+# -- part qparams ------------------------------------------------------------------------------
+def qrange(sub, cases):
+    def one(bits, signed):
+        got = sub.qrange(bits, signed)
+        return {"value": [int(v) for v in got] if isinstance(got, (tuple, list)) else repr(got)}
+    return _each(cases, one)
+
+
+def from_minmax(sub, cases):
+    def one(min_val, max_val, qmin, qmax, symmetric, eps):
+        scale, zp = sub.qparams_from_minmax(_t(min_val), _t(max_val), qmin, qmax, symmetric, eps)
+        return {"scale": _out(scale), "zero_point": _out(zp)}
+    return _each(cases, one)
+
+
+def choose(sub, cases):
+    def one(x, block_size, qmin, qmax, symmetric, eps=None, bf16=False):
+        kwargs = {} if eps is None else {"eps": eps}
+        scale, zp = sub.choose_qparams(_t(x, bf16), tuple(block_size), qmin, qmax, symmetric, **kwargs)
+        return {"scale": _out(scale), "zero_point": _out(zp)}
+    return _each(cases, one)
+
+
+# -- part quantize -----------------------------------------------------------------------------
+def quantize(sub, cases):
+    def one(x, block_size, scale, zero_point, qmin, qmax, dtype, bf16=False):
+        q = sub.quantize(_t(x, bf16), tuple(block_size), _t(scale, bf16), _t(zero_point), qmin, qmax, _dtype(dtype))
+        return {"q": _out(q)}
+    return _each(cases, one)
+
+
+def dequantize(sub, cases):
+    def one(q, block_size, scale, zero_point, bf16=False):
+        return {"x": _out(sub.dequantize(_t(q), tuple(block_size), _t(scale, bf16), _t(zero_point)))}
+    return _each(cases, one)
+
+
+# -- part observers ----------------------------------------------------------------------------
+def observe(sub, config, batches, qparams_before=False):
+    """Feeds the batches to one observer; the range after each batch, then its qparams."""
+    obs = sub.MinMaxObserver(**config)
+    result = {"steps": []}
+    if qparams_before:
+        try:
+            obs.calculate_qparams()
+            result["before"] = {"value": "no error"}
+        except Exception as exc:  # noqa: BLE001
+            result["before"] = {"error": type(exc).__name__}
+    for batch in batches:
+        x = _t(batch)
+        try:
+            out = obs(x)
+        except Exception as exc:  # noqa: BLE001
+            result["steps"].append({"error": type(exc).__name__})
+            continue
+        result["steps"].append({"same": out is x and bool(torch.equal(x, _t(batch))),
+                                "min_val": _out(obs.min_val), "max_val": _out(obs.max_val)})
+    try:
+        scale, zp = obs.calculate_qparams()
+        result["qparams"] = {"scale": _out(scale), "zero_point": _out(zp)}
+    except Exception as exc:  # noqa: BLE001
+        result["qparams"] = {"error": type(exc).__name__}
+    return result
+
+
+# -- part fake_quant ---------------------------------------------------------------------------
+def fake_quant(sub, cases):
+    def one(x, block_size, scale, zero_point, qmin, qmax, gout):
+        xt = _t(x).requires_grad_(True)
+        y = sub.fake_quantize(xt, tuple(block_size), _t(scale), _t(zero_point), qmin, qmax)
+        out = _out(y)
+        y.backward(_t(gout))
+        return {"out": out, "grad": _out(xt.grad)}
+    return _each(cases, one)
+
+
+def fake_quant_step(sub, x, w, scale, zero_point, qmin, qmax, target, lr, steps):
+    """A few SGD steps on a weight seen through fake_quantize (QAT in miniature): the weights after."""
+    wt = _t(w).requires_grad_(True)
+    xt, tt = _t(x), _t(target)
+    block = (1, wt.shape[1])
+    for _ in range(steps):
+        y = xt @ sub.fake_quantize(wt, block, _t(scale), _t(zero_point), qmin, qmax).T
+        loss = ((y - tt) ** 2).mean()
+        grad, = torch.autograd.grad(loss, wt)
+        with torch.no_grad():
+            wt -= lr * grad
+    return _out(wt)
+
+
+# -- part int8_linear --------------------------------------------------------------------------
+def int_matmul(sub, cases):
+    def one(a, b):
+        return {"out": _out(sub.int_matmul(_t(a), _t(b)))}
+    return _each(cases, one)
+
+
+def int8_linear(sub, cases):
+    def one(xq, x_scale, x_zp, wq, w_scale, bias, out_scale, out_zp):
+        out = sub.int8_linear(_t(xq), _t(x_scale), x_zp, _t(wq), _t(w_scale), None if bias is None else _t(bias),
+                              _t(out_scale), out_zp)
+        return {"out": _out(out)}
+    return _each(cases, one)
+
+
+# -- part int4 ---------------------------------------------------------------------------------
+def pack(sub, cases):
+    return _each(cases, lambda q: {"out": _out(sub.pack_int4(_t(q)))})
+
+
+def unpack(sub, cases):
+    return _each(cases, lambda p: {"out": _out(sub.unpack_int4(_t(p)))})
+
+
+def int4_linear(sub, cases):
+    def one(x, packed, scale, zero_point, group_size, bias=None):
+        out = sub.int4_linear(_t(x), _t(packed), _t(scale), _t(zero_point), group_size,
+                              None if bias is None else _t(bias))
+        return {"out": _out(out)}
+    return _each(cases, one)

@@ -1,0 +1,31 @@
+"""Public tests of part `observers` (run them with check("observers"))."""
+import torch
+from labkit.testing import raises
+
+
+def test_min_max_per_tensor(lab):
+    obs = lab.MinMaxObserver(0, 255, symmetric=False)
+    x = torch.tensor([[-1.0, 2.0], [0.5, 0.25]])
+    assert obs(x) is x, "forward(x) should return x itself"
+    obs(torch.tensor([3.0, -0.5]))
+    assert obs.min_val.item() == -1.0 and obs.max_val.item() == 3.0, f"after [-1, 2, 0.5, 0.25] and [3, -0.5] the range should be [-1, 3], got [{obs.min_val}, {obs.max_val}]"
+    scale, zp = obs.calculate_qparams()
+    assert torch.equal(scale, torch.tensor(4.0 / 255)) and zp.item() == 64, f"qparams of [-1, 3] in [0, 255] should be scale 4/255 and zero point 64, got {scale}, {zp}"
+
+
+def test_per_channel(lab):
+    obs = lab.MinMaxObserver(-128, 127, symmetric=True, axis=1)
+    obs(torch.tensor([[1.0, -2.0, 0.0], [3.0, 1.0, 0.5]]))
+    assert obs.min_val.tolist() == [1.0, -2.0, 0.0] and obs.max_val.tolist() == [3.0, 1.0, 0.5], f"per channel (axis=1) the ranges should be min [1, -2, 0] and max [3, 1, 0.5], got {obs.min_val.tolist()} and {obs.max_val.tolist()}"
+
+
+def test_moving_average(lab):
+    obs = lab.MinMaxObserver(0, 255, symmetric=False, averaging_constant=0.5)
+    obs(torch.tensor([0.0, 4.0]))
+    obs(torch.tensor([-2.0, 2.0]))
+    assert obs.min_val.item() == -1.0 and obs.max_val.item() == 3.0, f"c=0.5: [0, 4] then [-2, 2] should give [-1, 3], got [{obs.min_val.item()}, {obs.max_val.item()}]"
+
+
+def test_no_data(lab):
+    with raises(RuntimeError, "calculate_qparams() before any data"):
+        lab.MinMaxObserver(0, 255, symmetric=False).calculate_qparams()
