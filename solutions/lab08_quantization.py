@@ -30,12 +30,13 @@
 #
 # | part | you build | points |
 # |---|---|---|
-# | `qparams` | integer ranges, and scale / zero point per tensor, per channel or per group (`block_size`) | 20 |
-# | `quantize` | `quantize` and `dequantize`, bit-exact against `torchao`'s `quantize_affine` / `dequantize_affine` | 20 |
+# | `qparams` | integer ranges, and scale / zero point per tensor, per channel or per group (`block_size`) | 15 |
+# | `quantize` | `quantize` and `dequantize`, bit-exact against `torchao`'s `quantize_affine` / `dequantize_affine` | 15 |
 # | `observers` | a min-max observer, per tensor or per channel, with an optional moving average | 15 |
 # | `fake_quant` | fake quantization with a straight-through estimator, as an `autograd.Function` | 15 |
 # | `int8_linear` | an integer matmul with int32 accumulation, and a fully int8 linear layer with requantization | 15 |
-# | `int4` | int4 weights packed two per byte, and a group-wise int4 weight-only linear | 15 |
+# | `int4` | int4 weights packed two per byte, and a group-wise int4 weight-only linear | 10 |
+# | `ptq` | post-training quantization as a `torch.fx` graph pass, checked against torchao's PT2E flow | 15 |
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with torchao or PyTorch. The hidden graders
@@ -45,10 +46,13 @@
 #
 # * Use plain `torch` tensor operations. Your code may **not** import `torchao` (it is the graders'
 #   oracle; the public tests and the exploration cells use it to show you the answer).
-# * Do not use PyTorch's own quantization functions either (`torch.quantize_per_tensor`,
-#   `torch.quantize_per_channel`, `torch.fake_quantize_*`, `torch.ao.quantization`, `torch._int_mm`):
-#   they are what you are rebuilding, and they only know per-tensor and per-channel int8, while the
-#   graders mix in groups, 3-d blocks and int4 ranges in every test.
+# * In parts 1–4 and 7 do not use PyTorch's own quantization functions either
+#   (`torch.quantize_per_tensor` / `_per_channel`, `torch.fake_quantize_*`, quantized tensors,
+#   `torch.ao.quantization`): they are what you are rebuilding there. The graders include cases
+#   where they answer differently from this lab's spec (unsigned symmetric zero points, infinities
+#   and huge values, bfloat16, groups), so a submission that leans on them loses those points. In
+#   parts 5 and 6 any PyTorch operation is fair, `torch._int_mm` included, as long as the numbers
+#   are exact: what those parts teach is the arithmetic and the layout, and the graders check both.
 # * "Bit-exact" means the same integers and the same float32 bits. Follow each formula in the order
 #   written, in the tensor's own dtype: `x * (1.0 / scale)` and `x / scale` differ in the last bit
 #   often enough to move a rounding tie.
@@ -64,7 +68,7 @@ import torch.nn.functional as F
 from torch import nn
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "qparams-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 1 — Ranges, scales and zero points (20 points)
+# ## Part 1 — Ranges, scales and zero points (15 points)
 #
 # **Ranges.** `qrange(bits, signed)` returns `(qmin, qmax)`: two's complement for signed integers
 # (`qrange(8, True) == (-128, 127)`, `qrange(4, True) == (-8, 7)`), `0 … 2**bits - 1` unsigned.
@@ -177,11 +181,11 @@ from torchao.quantization.quant_primitives import MappingType, choose_qparams_af
 print("torchao   ", choose_qparams_affine(w, MappingType.SYMMETRIC, (1, 4), torch.int8, -128, 127,
                                           eps=torch.finfo(torch.float32).eps, keepdim=True))
 
-# %% nbgrader={"grade": true, "grade_id": "qparams", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="Ranges, scales and zero points"
+# %% nbgrader={"grade": true, "grade_id": "qparams", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="Ranges, scales and zero points"
 check("qparams")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "quantize-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 2 — Quantize and dequantize (20 points)
+# ## Part 2 — Quantize and dequantize (15 points)
 #
 # `quantize(x, block_size, scale, zero_point, qmin, qmax, dtype)` maps every element of `x` with
 # the `(scale, zero_point)` of its block (scale and zero point have the block grid's shape, as
@@ -256,7 +260,7 @@ for name, block in [("per tensor", (8, 64)), ("per channel", (1, 64)), ("per gro
     err = w - dequantize(quantize(w, block, s, z, -8, 7), block, s, z)
     print(f"int4 {name:16s} mean |error| {err.abs().mean():.4f}")
 
-# %% nbgrader={"grade": true, "grade_id": "quantize", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="Quantize and dequantize"
+# %% nbgrader={"grade": true, "grade_id": "quantize", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="Quantize and dequantize"
 check("quantize")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "observers-md", "locked": true, "schema_version": 3, "solution": false}
@@ -476,7 +480,7 @@ print("max |error| in output steps:", ((dequantize(out, (4, 8), os_, oz) - ref).
 check("int8_linear")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "int4-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 6 — int4 weights, two per byte (15 points)
+# ## Part 6 — int4 weights, two per byte (10 points)
 #
 # Large language models are often served with 4-bit weights and float activations ("weight-only"
 # quantization): the weights take a quarter of their bf16 memory, and each matmul dequantizes a
@@ -539,8 +543,170 @@ packed = pack_int4(quantize(w, (1, 32), s, z, -8, 7))
 print(f"{packed.numel()} bytes instead of {w.numel() * 4};",
       "max |y - y_float|:", (int4_linear(x, packed, s, z, 32) - x @ w.T).abs().max().item())
 
-# %% nbgrader={"grade": true, "grade_id": "int4", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="int4 weights, two per byte"
+# %% nbgrader={"grade": true, "grade_id": "int4", "locked": true, "points": 10, "schema_version": 3, "solution": false} part_title="int4 weights, two per byte"
 check("int4")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ptq-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 7 — Post-training quantization as a graph pass (15 points)
+#
+# Everything so far worked on one tensor. A whole model is quantized by a **graph pass**. torchao's
+# PT2E flow (the current one; `torch.ao.quantization`'s eager and FX flows are deprecated) goes:
+#
+# ```python
+# gm = torch.export.export(model, example_inputs).module()
+# gm = prepare_pt2e(gm, X86InductorQuantizer().set_global(config))   # insert observers
+# for batch in calibration_data: gm(batch)                            # calibrate
+# gm = convert_pt2e(gm)                                               # observers -> quantize/dequantize
+# ```
+#
+# and the converted graph (printed below) computes every `linear` on **fake-quantized** operands:
+# the input through a per-tensor uint8 quantize → dequantize pair with the calibrated range, the
+# weight as int8 per output channel, dequantized; the bias stays float. (A backend such as Inductor
+# then pattern-matches each `dequantize → linear → ...` into a real int8 kernel.) You build the
+# same two passes on a `torch.fx.GraphModule` from `symbolic_trace`, for models made of `nn.Linear`
+# modules and anything else:
+#
+# * `prepare_ptq(gm)`: before **every** `call_module` node whose module is an `nn.Linear`, insert a
+#   `call_module` node to a new `MinMaxObserver(0, 255, symmetric=False)` (your part 3) registered on
+#   `gm`, and make the Linear read the observer's output. One observer per Linear *call*: a Linear
+#   used twice gets two, and two Linears reading the same tensor get one each. Recompile and return
+#   `gm`. A prepared model computes exactly what the float model computes.
+# * `convert_ptq(gm)`: replace each observed Linear call by a call to a new `QuantLinear` module built
+#   from that Linear and its observer's `calculate_qparams()`; the observer nodes and modules
+#   disappear; recompile and return `gm`.
+# * `QuantLinear(linear, x_scale, x_zero_point)` holds the buffers `weight_q` (int8, `(N, K)`,
+#   per output channel, symmetric: `choose_qparams(w, (1, K), -128, 127, True)`), `weight_scale`
+#   (`(N, 1)` float32), `x_scale` and `x_zero_point` (as the observer gave them), and `bias` (float or
+#   `None`). `forward(x)` (any number of leading dimensions, at least one row) is
+#   `F.linear(x_hat, w_hat, bias)` with `x_hat` = `x` quantized per tensor to `[0, 255]` and dequantized,
+#   and `w_hat = dequantize(weight_q, ...)`.
+#
+# The graders trace small models (chains, a residual branch, a Linear used twice, 3-d inputs),
+# calibrate them on data they choose and compare your converted model with torchao's PT2E result on
+# the same model and data, and your `weight_q` / scales with their own. (They configure PT2E with
+# min-max observers like yours. The default x86 config, used below, observes activations with a
+# histogram observer that trims outliers, so its scales come out a little smaller.)
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "ptq-solution", "locked": false, "schema_version": 3, "solution": true}
+class QuantLinear(nn.Module):
+    def __init__(self, linear, x_scale, x_zero_point):
+        super().__init__()
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 ptq-solution
+        w = linear.weight.detach().to(torch.float32)
+        k = w.shape[1]
+        scale, zp = choose_qparams(w, (1, k), -128, 127, True)
+        self.register_buffer("weight_q", quantize(w, (1, k), scale, zp, -128, 127, torch.int8))
+        self.register_buffer("weight_scale", scale)
+        self.register_buffer("x_scale", x_scale.detach().clone())
+        self.register_buffer("x_zero_point", x_zero_point.detach().clone())
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone())
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 ptq-solution
+        rows = x.reshape(1, -1)
+        s, z = self.x_scale.reshape(1, 1), self.x_zero_point.reshape(1, 1)
+        q = quantize(rows, tuple(rows.shape), s, z, 0, 255, torch.uint8)
+        x_hat = dequantize(q, tuple(rows.shape), s, z).reshape(x.shape)
+        k = self.weight_q.shape[1]
+        w_hat = dequantize(self.weight_q, (1, k), self.weight_scale, torch.zeros_like(self.weight_scale, dtype=torch.int32))
+        return F.linear(x_hat, w_hat, self.bias)
+        ### END SOLUTION
+
+
+def prepare_ptq(gm):
+    """Insert a MinMaxObserver before every nn.Linear call of a torch.fx.GraphModule."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab08 ptq-solution
+    modules = dict(gm.named_modules())
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and isinstance(modules.get(node.target), nn.Linear):
+            name = f"ptq_observer_{count}"
+            count += 1
+            gm.add_submodule(name, MinMaxObserver(0, 255, symmetric=False))
+            with gm.graph.inserting_before(node):
+                observed = gm.graph.call_module(name, (node.args[0],))
+            node.replace_input_with(node.args[0], observed)
+    gm.recompile()
+    return gm
+    ### END SOLUTION
+
+
+def convert_ptq(gm):
+    """Replace every observed nn.Linear call by a QuantLinear; drop the observers."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab08 ptq-solution
+    modules = dict(gm.named_modules())
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or not isinstance(modules.get(node.target), nn.Linear):
+            continue
+        observed = node.args[0]
+        observer = modules[observed.target]
+        x_scale, x_zero_point = observer.calculate_qparams()
+        name = f"ptq_linear_{count}"
+        count += 1
+        gm.add_submodule(name, QuantLinear(modules[node.target], x_scale, x_zero_point))
+        node.target = name
+        node.replace_input_with(observed, observed.args[0])
+        gm.graph.erase_node(observed)
+        gm.delete_submodule(observed.target)
+    gm.graph.lint()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "ptq-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: on the digits, how much accuracy does int8 PTQ of a small MLP cost? And how much
+# smaller are its Linear weights?
+import logging  # noqa: E402
+import warnings  # noqa: E402
+
+from sklearn.datasets import load_digits  # noqa: E402
+
+logging.getLogger("torchao").setLevel(logging.ERROR)
+digits = load_digits()
+X, y = torch.tensor(digits.data, dtype=torch.float32) / 16, torch.tensor(digits.target)
+torch.manual_seed(0)
+mlp = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+opt = torch.optim.Adam(mlp.parameters(), 1e-2)
+for _ in range(150):
+    opt.zero_grad()
+    F.cross_entropy(mlp(X[:1400]), y[:1400]).backward()
+    opt.step()
+mlp.eval()
+gm = prepare_ptq(torch.fx.symbolic_trace(mlp))
+with torch.no_grad():
+    for i in range(0, 1400, 200):
+        gm(X[i:i + 200])
+    gm = convert_ptq(gm)
+    acc_fp32 = (mlp(X[1400:]).argmax(1) == y[1400:]).float().mean().item()
+    acc_int8 = (gm(X[1400:]).argmax(1) == y[1400:]).float().mean().item()
+print(gm.code)
+print(f"accuracy fp32 {acc_fp32:.3f}, int8 PTQ {acc_int8:.3f}")
+fp32_bytes = sum(m.weight.numel() * 4 for m in mlp if isinstance(m, nn.Linear))
+int8_bytes = sum(m.weight_q.numel() + m.weight_scale.numel() * 4 for m in gm.modules() if isinstance(m, QuantLinear))
+print(f"Linear weights: {fp32_bytes} bytes in fp32, {int8_bytes} in int8 with their scales ({fp32_bytes / int8_bytes:.2f}x smaller)")
+# torchao's PT2E on the same model, for comparison: its converted graph
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (X86InductorQuantizer,
+                                                                            get_default_x86_inductor_quantization_config)
+    exported = torch.export.export(mlp, (X[:200],)).module()
+    pt2e = prepare_pt2e(exported, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()))
+    for i in range(0, 1400, 200):
+        pt2e(X[i:i + 200])
+    pt2e = convert_pt2e(pt2e)
+print(pt2e.code)
+
+# %% nbgrader={"grade": true, "grade_id": "ptq", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="Post-training quantization as a graph pass"
+check("ptq")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
 # ## Done
@@ -548,4 +714,5 @@ check("int4")
 # You have built the numerics every quantization flow rests on: ranges and qparams at three
 # granularities, the affine map both ways, the observers that calibrate activations, the
 # straight-through estimator that makes QAT train, integer kernels that accumulate in int32 and
-# requantize, and packed int4 weights. Save the notebook and submit it (`make submit LAB=lab08`).
+# requantize, packed int4 weights, and a graph pass that quantizes a whole model the way PT2E does.
+# Save the notebook and submit it (`make submit LAB=lab08`).

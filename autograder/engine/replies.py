@@ -125,7 +125,8 @@ def error_reply(value: Any, what: str) -> dict | None:
     """A scenario that expects errors returns {"error": type name, "message": text} or a result.
     Returns the error dict, or None when the reply is not an error."""
     if isinstance(value, dict) and "error" in value:
-        string(value["error"], f"{what} (error type)")
-        string(value.get("message", ""), f"{what} (error message)")
-        return value
+        kind = string(value["error"], f"{what} (error type)")
+        message = string(value.get("message", ""), f"{what} (error message)")
+        # both are learner text that may reach feedback: cut them (a class name can be thousands of characters)
+        return {**value, "error": kind if len(kind) <= 80 else kind[:80] + "...", "message": message[:300]}
     return None

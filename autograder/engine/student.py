@@ -15,7 +15,10 @@ OUTPUT_CAP = 64 * 1024
 class StudentError(Exception):
     """The learner's code raised; str() is a line the learner can act on."""
 
+    TYPE_LIMIT = 80  # a class name is learner text too: long names once carried 3000-character payloads
+
     def __init__(self, type_: str, message: str, traceback: str = ""):
+        type_ = type_ if len(type_) <= self.TYPE_LIMIT else type_[:self.TYPE_LIMIT] + "..."
         super().__init__(type_, message)
         self.type, self.message, self.traceback = type_, message, traceback
 

@@ -127,6 +127,26 @@ def _empty_tmp():
             pass
 
 
+def _remove_sysv_ipc():
+    """Remove every System V shared-memory segment, semaphore set and message queue of this IPC namespace
+    (the grading run's own), so that nothing one part left there reaches the next part."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_rmid = 0
+    removers = {"shm": lambda i: libc.shmctl(i, ipc_rmid, None), "sem": lambda i: libc.semctl(i, 0, ipc_rmid),
+                "msg": lambda i: libc.msgctl(i, ipc_rmid, None)}
+    for kind, remove in removers.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                rows = table.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1 and fields[1].lstrip("-").isdigit():
+                remove(int(fields[1]))
+
+
 def zygote(wire, control_fd, preload):
     """Pid 1 of the sandbox: imports the heavy modules once, then forks one worker per test module.
 
@@ -190,6 +210,7 @@ def zygote(wire, control_fd, preload):
                 except ChildProcessError:
                     break
             _empty_tmp()  # the next part starts with a fresh /tmp (this namespace's private tmpfs)
+            _remove_sysv_ipc()  # and with no System V shared memory, semaphores or queues from the last
             control.send(b'{"ok": true}')
 
 

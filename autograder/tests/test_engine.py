@@ -331,15 +331,41 @@ def test_concurrent_gradings_get_their_own_uid():
 def test_each_part_starts_with_an_empty_tmp(toy):
     """The zygote empties its private /tmp between test modules (parts): nothing a part leaves there
     reaches the next one."""
+    listings = _two_parts_of_one_run(toy, "leave_in_tmp")
+    assert "left-by-an-earlier-part" not in listings[1], listings
+
+
+def _two_parts_of_one_run(toy, scenario):
+    """The scenario's replies in two consecutive test modules (parts) of one grading run's zygote."""
     if sandbox.resolve_level("auto") != "namespaces":
         pytest.skip("the zygote exists only at sandbox level namespaces")
     spec = sandbox.SandboxSpec("lab00", ("torch",), level="namespaces")
     zygote = sandbox.Zygote(spec)
-    listings = []
+    replies = []
     try:
         for _ in range(2):
             with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy), zygote=zygote) as student:
-                listings.append(student.run("leave_in_tmp"))
+                replies.append(student.run(scenario))
     finally:
         zygote.close()
-    assert "left-by-an-earlier-part" not in listings[1], listings
+    return replies
+
+
+def test_each_part_starts_without_system_v_ipc_objects(toy):
+    """A shared-memory segment is a channel between parts too: the zygote removes the namespace's System V
+    IPC objects along with /tmp between test modules."""
+    seen = _two_parts_of_one_run(toy, "leave_shared_memory")
+    assert seen[0][1] and seen[1][1], f"the scenario could not create a segment: {seen}"
+    assert seen[1][0] == 0, f"the second part saw {seen[1][0]} segment(s) left by the first"
+
+
+def test_learner_exception_type_names_are_cut_like_messages():
+    """A class name is learner text that reaches feedback: a 3000-character name once carried harvested
+    hidden inputs out of the sandbox, so both the worker's errors and scenario error replies cut it."""
+    from autograder.engine import replies
+    from autograder.engine.student import StudentError
+    long_name = "Leak" + "A" * 3000
+    assert len(StudentError(long_name, "m").type) <= 83 and len(str(StudentError(long_name, "m"))) < 200
+    reply = replies.error_reply({"error": long_name, "message": "x" * 5000}, "a case")
+    assert len(reply["error"]) <= 83 and len(reply["message"]) <= 300
+    assert replies.error_reply({"error": "ValueError", "message": "bad"}, "a case")["error"] == "ValueError"

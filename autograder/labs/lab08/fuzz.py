@@ -6,8 +6,8 @@ granularity, int8/uint8/int4/int16/odd ranges, bfloat16, constant and all-zero b
 saturation, long integer rows, empty tensors) and compares the reference with: torchao's
 choose_qparams_affine / quantize_affine / dequantize_affine; torch.fake_quantize_per_channel_affine
 (forward and backward); torch._int_mm; the deprecated torch.ao.quantization observers (min-max,
-moving average, per channel); and float F.linear (the int8 layer within a couple of output steps,
-the int4 layer within float rounding).
+moving average, per channel); float F.linear (the int8 layer within an output step once clamped,
+the int4 layer within float rounding); and torchao's PT2E flow with min-max observers (the PTQ pass).
 
     run(60)    # CI: a few seconds          run(3000)   # make fuzz
 """
@@ -157,7 +157,26 @@ def _observers(ref, rng):
     assert torch.equal(z.reshape(-1).to(torch.int64), tz.reshape(-1).to(torch.int64)), f"{what}: zero point"
 
 
-CHECKS = [_qparams, _qparams, _fake_quant, _int_matmul, _int8_linear, _int4, _observers]
+def _ptq(ref, rng):
+    """The reference's passes against the spec oracle and torchao's PT2E (which agree on Linear-only graphs)."""
+    from autograder.labs.lab08 import scenarios
+    kind = ["chain", "residual", "shared"][int(rng.integers(3))]
+    dims = {"chain": [int(rng.integers(2, 12)) for _ in range(int(rng.integers(2, 5)))],
+            "residual": [int(rng.integers(2, 10)), int(rng.integers(2, 10)), int(rng.integers(1, 5))],
+            "shared": [int(rng.integers(2, 8)), int(rng.integers(1, 5))]}[kind]
+    arch = dict(kind=kind, dims=dims)
+    torch.manual_seed(int(rng.integers(2**31)))
+    state = {k: v.detach().numpy().copy() for k, v in scenarios.build_model(arch).state_dict().items()}
+    calib = [cases.values(rng, (int(rng.integers(1, 6)), dims[0]), "normal") for _ in range(int(rng.integers(1, 4)))]
+    test = cases.values(rng, (int(rng.integers(1, 6)), dims[0]), "normal")
+    got = scenarios.ptq(ref, arch, state, calib, test)["converted"]["values"]
+    spec, _, _ = oracle.ptq_expected(arch, state, calib, test)
+    theirs = oracle.ptq_pt2e(arch, state, calib, test)
+    assert np.array_equal(got, spec), f"ptq {arch}: reference vs spec"
+    assert np.allclose(spec, theirs, rtol=1e-5, atol=1e-5), f"ptq {arch}: spec vs torchao PT2E, {np.abs(spec - theirs).max()}"
+
+
+CHECKS = [_qparams, _qparams, _fake_quant, _int_matmul, _int8_linear, _int4, _observers, _ptq]
 
 
 def run(examples: int) -> int:

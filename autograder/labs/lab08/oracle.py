@@ -101,12 +101,14 @@ def ste_mask(x, block_size, scale, zero_point, qmin, qmax):
 
 
 def fake_quant(x, block_size, scale, zero_point, qmin, qmax, gout):
-    """Forward and STE gradient. Per tensor / per channel: torch's own fake-quant kernel (forward and
-    backward); any other block grid: torchao quantize + dequantize and the spec's mask."""
+    """Forward and STE gradient. Per tensor / per channel on finite, moderate values: torch's own fake-quant
+    kernel (forward and backward); any other block grid, or infinities and huge values (which torch's
+    per-channel kernel sends to the wrong end of the range): torchao quantize + dequantize and the spec's mask."""
     x = np.asarray(x, np.float32)
     g = grid(x.shape, block_size)
     axes = [i for i, n in enumerate(g) if n > 1]
-    if len(axes) <= 1 and all(b in (1, s) for b, s in zip(block_size, x.shape, strict=True)):
+    tame = bool(np.isfinite(x).all() and np.abs(x).max(initial=0) < 1e20)  # torch's kernel wraps huge values
+    if tame and len(axes) <= 1 and all(b in (1, s) for b, s in zip(block_size, x.shape, strict=True)):
         axis = axes[0] if axes else 0
         xt = torch.from_numpy(x.copy()).requires_grad_(True)
         n = x.shape[axis] if axes else 1
@@ -238,3 +240,156 @@ def observe(config, batches):
         qparams = qparams_from_minmax(lo.numpy(), hi.numpy(), config["qmin"], config["qmax"], config["symmetric"],
                                       config.get("eps") or EPS)
     return steps, qparams
+
+
+# -- ptq: the spec's converted model, and torchao's PT2E --------------------------------------------
+def ptq_model(arch, state):
+    from autograder.labs.lab08 import scenarios as shared
+    model = shared.build_model(arch)
+    model.load_state_dict({k: torch.from_numpy(np.array(v, copy=True)) for k, v in state.items()})
+    return model.eval()
+
+
+def _linear_calls(model, batches):
+    """Per nn.Linear call, in execution order: (module, running min, running max) over the batches."""
+    calls = []
+    hooks = []
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            def pre(m, args):
+                x = args[0].detach()
+                i = pre.counter[0]
+                pre.counter[0] += 1
+                if len(calls) <= i:
+                    calls.append([m, x.amin(), x.amax()])
+                else:
+                    calls[i][1], calls[i][2] = torch.minimum(calls[i][1], x.amin()), torch.maximum(calls[i][2], x.amax())
+            pre.counter = None
+            hooks.append((mod, pre))
+    counter = [0]
+    handles = []
+    for mod, pre in hooks:
+        pre.counter = counter
+        handles.append(mod.register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            for b in batches:
+                counter[0] = 0
+                model(torch.from_numpy(np.array(b, copy=True)))
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def ptq_expected(arch, state, calibration, test):
+    """(the spec's converted output on `test`, the float output, per-call layers as numpy dicts)."""
+    model = ptq_model(arch, state)
+    calls = _linear_calls(model, calibration)
+    layers = []
+    for mod, lo, hi in calls:
+        xs, xz = qparams_from_minmax(lo.numpy(), hi.numpy(), 0, 255, False, EPS)
+        w = mod.weight.detach().numpy()
+        ws, _, wz = choose(w, (1, w.shape[1]), -128, 127, True)
+        wq = quantize(w, (1, w.shape[1]), ws, wz, -128, 127, "int8")
+        layers.append({"module": mod, "x_scale": xs, "x_zero_point": xz, "weight_q": wq, "weight_scale": ws,
+                       "w_hat": dequantize(wq, (1, w.shape[1]), ws, wz)})
+    counter = [0]
+
+    def pre(m, args):
+        layer = layers[counter[0]]
+        counter[0] += 1
+        x = args[0].detach().numpy()
+        flat = x.reshape(1, -1)
+        s, z = layer["x_scale"].reshape(1, 1), layer["x_zero_point"].reshape(1, 1)
+        q = quantize(flat, flat.shape, s, z, 0, 255, "uint8")
+        return (torch.from_numpy(dequantize(q, flat.shape, s, z).reshape(x.shape)),)
+
+    spec_model = ptq_model(arch, state)
+    originals = {}
+    handles = []
+    for mod in spec_model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            handles.append(mod.register_forward_pre_hook(pre))
+    # the same calls in the same order: swap each call's weight for its dequantized int8 weight
+    names = {id(m): n for n, m in model.named_modules()}
+    spec_mods = dict(spec_model.named_modules())
+    w_hats = [(spec_mods[names[id(layer["module"])]], layer["w_hat"]) for layer in layers]
+
+    def pre_weight(m, args):
+        i = counter[0] - 1
+        target, w_hat = w_hats[i]
+        assert target is m, "oracle: call order mismatch"
+        m.weight.data = torch.from_numpy(w_hat.copy())
+        return None
+
+    for mod in spec_model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            handles.append(mod.register_forward_pre_hook(pre_weight))
+    with torch.no_grad():
+        counter[0] = 0
+        out = spec_model(torch.from_numpy(np.array(test, copy=True))).numpy()
+        float_out = model(torch.from_numpy(np.array(test, copy=True))).numpy()
+    for h in handles:
+        h.remove()
+    for layer in layers:
+        layer.pop("module")
+        layer.pop("w_hat")
+    return out, float_out, layers
+
+
+def ptq_pt2e(arch, state, calibration, test):
+    """torchao's PT2E with min-max observers (per-tensor uint8 activations, per-channel int8 weights)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ao()
+        from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
+        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import X86InductorQuantizer
+        act = QuantizationSpec(dtype=torch.uint8, quant_min=0, quant_max=255, qscheme=torch.per_tensor_affine,
+                               is_dynamic=False, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=EPS))
+        weight = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_channel_symmetric,
+                                  ch_axis=0, is_dynamic=False,
+                                  observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=EPS))
+        quantizer = X86InductorQuantizer().set_global(QuantizationConfig(act, act, weight, None, False))
+        model = ptq_model(arch, state)
+        # The models act row by row and min-max ranges do not depend on how the data is batched, so PT2E
+        # sees the calibration data as one (rows, features) batch and the test data as rows (at least two:
+        # an exported batch dimension is specialised at size 1).
+        k = np.shape(test)[-1]
+        calib = np.concatenate([np.reshape(b, (-1, k)) for b in calibration]).astype(np.float32)
+        calib = torch.from_numpy(np.concatenate([calib, calib]) if len(calib) < 2 else calib)  # same range
+        rows = np.reshape(test, (-1, k)).astype(np.float32)
+        padded = torch.from_numpy(np.concatenate([rows, rows]) if len(rows) < 2 else rows)
+        gm = torch.export.export(model, (calib,), dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+        gm = prepare_pt2e(gm, quantizer)
+        with torch.no_grad():
+            gm(calib)
+            gm = convert_pt2e(gm)
+            out = gm(padded).numpy()[:len(rows)]
+        return out.reshape(tuple(np.shape(test)[:-1]) + out.shape[-1:])
+
+
+_DIGITS = None
+
+
+def digits_mlp():
+    """(state dict as numpy, X float32 in [0, 1], y): a small MLP trained on scikit-learn's digits."""
+    global _DIGITS
+    if _DIGITS is None:
+        from sklearn.datasets import load_digits
+
+        from autograder.labs.lab08 import scenarios as shared
+        data = load_digits()
+        x = torch.tensor(data.data, dtype=torch.float32) / 16
+        y = torch.tensor(data.target)
+        torch.manual_seed(0)
+        model = shared.build_model(dict(kind="chain", dims=[64, 48, 32, 10]))
+        opt = torch.optim.Adam(model.parameters(), 1e-2)
+        for _ in range(120):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[:1400]), y[:1400]).backward()
+            opt.step()
+        _DIGITS = ({k: v.detach().numpy().copy() for k, v in model.state_dict().items()}, x.numpy(), y.numpy())
+    return _DIGITS

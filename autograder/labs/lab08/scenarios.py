@@ -164,3 +164,89 @@ def int4_linear(sub, cases):
                               None if bias is None else _t(bias))
         return {"out": _out(out)}
     return _each(cases, one)
+
+
+# -- part ptq ------------------------------------------------------------------------------------
+# The models are defined here so that P0 (oracle.py) builds exactly the same ones.
+class Residual(torch.nn.Module):
+    def __init__(self, k, h, out):
+        super().__init__()
+        self.l1, self.l2, self.l3 = torch.nn.Linear(k, h), torch.nn.Linear(h, h), torch.nn.Linear(h, out, bias=False)
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        h = h + torch.relu(self.l2(h))
+        return self.l3(h)
+
+
+class Shared(torch.nn.Module):
+    """One Linear called twice (each call has its own input range), then a head."""
+
+    def __init__(self, k, out):
+        super().__init__()
+        self.inner, self.head = torch.nn.Linear(k, k), torch.nn.Linear(k, out)
+
+    def forward(self, x):
+        h = torch.relu(self.inner(x))
+        h = torch.relu(self.inner(h * 3.0))
+        return self.head(h)
+
+
+class TwoReaders(torch.nn.Module):
+    """Two Linears read the same tensor; their outputs meet."""
+
+    def __init__(self, k, h, out):
+        super().__init__()
+        self.a, self.b, self.head = torch.nn.Linear(k, h), torch.nn.Linear(k, h), torch.nn.Linear(h, out)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.a(x)) * torch.sigmoid(self.b(x)))
+
+
+def build_model(arch):
+    kind, dims = arch["kind"], arch["dims"]
+    if kind == "chain":
+        layers = []
+        for i in range(len(dims) - 1):
+            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i < len(dims) - 2:
+                layers.append(torch.nn.ReLU())
+        return torch.nn.Sequential(*layers)
+    return {"residual": Residual, "shared": Shared, "two_readers": TwoReaders}[kind](*dims)
+
+
+def _observer_calls(sub, gm):
+    """How many call_module nodes call one of the learner's observers (a reply that can only cost points:
+    the spec asks for one per Linear call after prepare and none after convert)."""
+    modules = dict(gm.named_modules())
+    return sum(1 for node in gm.graph.nodes
+               if node.op == "call_module" and isinstance(modules.get(node.target), sub.MinMaxObserver))
+
+
+def ptq(sub, arch, state, calibration, test):
+    """Trace, prepare, calibrate and convert with the learner's passes; the values that come out."""
+    model = build_model(arch)
+    model.load_state_dict({k: _t(v) for k, v in state.items()})
+    model.eval()
+    gm = torch.fx.symbolic_trace(model)
+    result = {}
+    with torch.no_grad():
+        gm = sub.prepare_ptq(gm)
+        result["observers_after_prepare"] = _observer_calls(sub, gm)
+        # calibration; the first batch's output is kept: a prepared model computes what the float model does
+        for i, batch in enumerate(calibration):
+            out = gm(_t(batch))
+            if i == 0:
+                result["prepared"] = _out(out)
+        gm = sub.convert_ptq(gm)
+        result["observers_after_convert"] = _observer_calls(sub, gm)
+        result["converted"] = _out(gm(_t(test)))
+        modules = dict(gm.named_modules())
+        layers = []
+        for node in gm.graph.nodes:
+            mod = modules.get(node.target) if node.op == "call_module" else None
+            if mod is not None and hasattr(mod, "weight_q"):
+                layers.append({key: _out(getattr(mod, key, None))
+                               for key in ("weight_q", "weight_scale", "x_scale", "x_zero_point")})
+        result["layers"] = layers
+    return result

@@ -52,7 +52,16 @@ def batches(rng, n, shape):
     return [cases.values(rng, shape) for _ in range(n)]
 
 
-def test_small_per_tensor(student):
+def unsigned_symmetric(student, rng, axis=None, c=None):
+    """An unsigned range mapped symmetrically (zero point 128 for uint8, 8 for uint4; torch.ao's
+    observers give (qmin + qmax) // 2) on a few batches."""
+    qmin, qmax = [(0, 255), (0, 15)][int(rng.integers(2))]
+    cfg = dict(qmin=qmin, qmax=qmax, symmetric=True, axis=axis, averaging_constant=c)
+    run(student, cfg, batches(rng, int(rng.integers(2, 4)), cases.shape_2d(rng)), describe(cfg))
+
+
+def test_small_per_tensor(student, grading_seed):
+    unsigned_symmetric(student, np.random.default_rng((grading_seed, 1)))
     cfg = dict(qmin=0, qmax=255, symmetric=False, axis=None, averaging_constant=None)
     bs = [np.array([[-1.0, 2.0], [0.5, 0.25]], np.float32), np.array([[3.0, -0.5]], np.float32),
           np.array([[-4.0]], np.float32)]
@@ -71,6 +80,7 @@ def test_min_max(student, seed):
     bs = [cases.values(rng, (int(rng.integers(1, 4)),) + shape[1:]) if axis not in (0, -3) else cases.values(rng, shape)
           for _ in range(n)]
     run(student, cfg, bs, describe(cfg))
+    unsigned_symmetric(student, rng, axis=-1)
 
 
 @pytest.mark.weight(4)
@@ -82,20 +92,22 @@ def test_moving_average(student, seed):
     axis = [None, 0, 1, -1][int(rng.integers(4))]
     cfg = config(rng, axis=axis, c=float(rng.choice([0.01, 0.1, 0.5, 1.0, 0.3])))
     run(student, cfg, batches(rng, int(rng.integers(3, 7)), shape), describe(cfg))
+    unsigned_symmetric(student, rng, axis=[None, 1][int(rng.integers(2))], c=0.25)
 
 
 @pytest.mark.weight(2)
-def test_empty_batches_change_nothing(student):
-    rng = np.random.default_rng(23)
+def test_empty_batches_change_nothing(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 23))
     for axis, c in [(None, None), (1, 0.25)]:
         cfg = dict(qmin=-128, qmax=127, symmetric=True, axis=axis, averaging_constant=c)
         bs = [np.zeros((0, 4), np.float32), cases.values(rng, (3, 4)), np.zeros((0, 4), np.float32),
               cases.values(rng, (2, 4))]
         run(student, cfg, bs, describe(cfg) + " with empty batches among the data")
+    unsigned_symmetric(student, rng)
 
 
-def test_errors(student):
-    rng = np.random.default_rng(29)
+def test_errors(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 29))
     cfg = dict(qmin=0, qmax=255, symmetric=False, axis=None, averaging_constant=None)
     got = student.run("lab08.scenarios:observe", cfg, [], qparams_before=True)
     got = replies.dict_of(got, {"before", "qparams", "steps"}, "an observer that has seen nothing")
@@ -107,3 +119,4 @@ def test_errors(student):
     oracle.case_reply(steps[0], {"same", "min_val", "max_val"}, "a per-channel observer's first batch of 4 channels")
     oracle.expect_error(steps[1], "ValueError", "a per-channel observer (axis=1) that saw 4 channels, then a batch of 5")
     run(student, cfg, bs[:1], describe(cfg))
+    unsigned_symmetric(student, rng, axis=0)

@@ -37,13 +37,25 @@ def spec(rng, shape, block, symmetric=None, qrange=None, kind=None, special=Fals
     return dict(x=x, block_size=list(block), qmin=qmin, qmax=qmax, symmetric=sym, **extra)
 
 
-def test_small_weight_per_channel(student):
+def unsigned_symmetric(rng):
+    """Grouped blocks with unsigned ranges mapped symmetrically: the zero point is (qmin + qmax + 1) / 2
+    truncated (128 for uint8, 8 for uint4), where torch.ao's observers give (qmin + qmax) // 2."""
+    specs = []
+    for qrange in [(0, 255), (0, 15)]:
+        shape = cases.shape_2d(rng)
+        specs.append(spec(rng, shape, cases.grouped_block(rng, shape), symmetric=True, qrange=qrange))
+    return specs
+
+
+def test_small_weight_per_channel(student, grading_seed):
+    run_choose(student, unsigned_symmetric(np.random.default_rng((grading_seed, 1))))
     w = np.array([[-1.0, 0.5, 3.0, 0.25], [0.1, 0.2, 0.3, 0.4], [-2.0, -1.0, -0.5, -0.25]], np.float32)
     run_choose(student, [dict(x=w, block_size=[1, 4], qmin=-128, qmax=127, symmetric=s) for s in (True, False)]
                + [dict(x=w, block_size=[1, 2], qmin=0, qmax=255, symmetric=False)], show=True)
 
 
-def test_qrange(student):
+def test_qrange(student, grading_seed):
+    run_choose(student, unsigned_symmetric(np.random.default_rng((grading_seed, 2))))
     specs = [dict(bits=b, signed=s) for b in (1, 2, 4, 7, 8, 12, 16) for s in (True, False)]
     bad = [dict(bits=0, signed=True), dict(bits=17, signed=False)]
     got = replies.list_of(student.run("lab08.scenarios:qrange", specs + bad), "qrange's results", len(specs) + len(bad))
@@ -88,7 +100,7 @@ def test_from_minmax(student, seed):
 @given(seed=st.integers(0, 2**32 - 1))
 def test_generated_2d(student, seed):
     rng = np.random.default_rng(seed)
-    specs = []
+    specs = unsigned_symmetric(rng)
     for _ in range(6):
         shape = cases.shape_2d(rng)
         block = cases.grouped_block(rng, shape)
@@ -104,7 +116,7 @@ def test_generated_2d(student, seed):
 @given(seed=st.integers(0, 2**32 - 1))
 def test_3d_blocks(student, seed):
     rng = np.random.default_rng(seed)
-    specs = []
+    specs = unsigned_symmetric(rng)
     for _ in range(5):
         shape = cases.shape_3d(rng)
         specs.append(spec(rng, shape, cases.grouped_block(rng, shape), special=True))
@@ -114,8 +126,8 @@ def test_3d_blocks(student, seed):
 
 
 @pytest.mark.weight(2)
-def test_constant_zero_and_one_sided_blocks(student):
-    rng = np.random.default_rng(5)
+def test_constant_zero_and_one_sided_blocks(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 5))
     x = np.zeros((4, 16), np.float32)
     x[1] = 1.25                       # constant positive row
     x[2] = -np.abs(cases.values(rng, (16,)))  # all negative
@@ -123,32 +135,32 @@ def test_constant_zero_and_one_sided_blocks(student):
     specs = [dict(x=x, block_size=[1, 16], qmin=q[0], qmax=q[1], symmetric=s)
              for q in [(-128, 127), (0, 255), (-8, 7)] for s in (True, False)]
     specs.append(dict(x=x, block_size=[2, 4], qmin=0, qmax=15, symmetric=False))
-    run_choose(student, specs, show=True)
+    run_choose(student, specs + unsigned_symmetric(rng))
 
 
 @pytest.mark.weight(2)
-def test_bfloat16_keeps_its_dtype(student):
-    rng = np.random.default_rng(7)
+def test_bfloat16_keeps_its_dtype(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 7))
     specs = []
     for shape, block in [((4, 32), (1, 32)), ((4, 32), (1, 8)), ((2, 4, 8), (1, 2, 4))]:
         x = cases.values(rng, shape)
         x = x.astype(np.float32)  # the scenario turns it into bfloat16 in the student process
         for s in (True, False):
             specs.append(dict(x=x, block_size=list(block), qmin=-128, qmax=127, symmetric=s, bf16=True))
-    run_choose(student, specs)
+    run_choose(student, specs + unsigned_symmetric(rng))
 
 
-def test_eps_floors_the_scale(student):
-    rng = np.random.default_rng(11)
+def test_eps_floors_the_scale(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 11))
     x = cases.values(rng, (3, 16), "tiny")
     x[0] = 0.0
     run_choose(student, [dict(x=x, block_size=[1, 16], qmin=-128, qmax=127, symmetric=s, eps=e)
                          for s in (True, False) for e in (1e-4, 0.5)]
-               + [dict(x=x, block_size=[1, 8], qmin=0, qmax=255, symmetric=False)], show=True)
+               + [dict(x=x, block_size=[1, 8], qmin=0, qmax=255, symmetric=False)] + unsigned_symmetric(rng))
 
 
-def test_errors(student):
-    rng = np.random.default_rng(13)
+def test_errors(student, grading_seed):
+    rng = np.random.default_rng((grading_seed, 13))
     x = cases.values(rng, (4, 8))
     nan, inf = x.copy(), x.copy()
     nan[1, 2], inf[3, 0] = np.nan, -np.inf
@@ -163,4 +175,4 @@ def test_errors(student):
     got = replies.list_of(student.run("lab08.scenarios:choose", specs), "choose_qparams's results", len(specs))
     for (what, _), reply in zip(bad, got, strict=True):
         oracle.expect_error(reply, "ValueError", f"choose_qparams with {what}")
-    run_choose(student, good)
+    run_choose(student, good + unsigned_symmetric(rng))

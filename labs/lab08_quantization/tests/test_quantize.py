@@ -1,24 +1,10 @@
 """Public tests of part `quantize` (run them with check("quantize"))."""
-import logging
-import warnings
-
 import torch
-from labkit.testing import raises
+from labkit.testing import quant_primitives, raises
+from labkit.testing import torchao_qparams as ao_qparams
 
-logging.getLogger("torchao").setLevel(logging.ERROR)
-with warnings.catch_warnings():  # torchao is the oracle here (your own code may not import it)
-    warnings.simplefilter("ignore")
-    from torchao.quantization.quant_primitives import (MappingType, choose_qparams_affine, dequantize_affine,
-                                                       quantize_affine)
-
+ao = quant_primitives()  # torchao is the oracle here (your own code may not import it)
 EPS = torch.finfo(torch.float32).eps
-
-
-def ao_qparams(x, block_size, qmin, qmax, symmetric):
-    mapping = MappingType.SYMMETRIC if symmetric else MappingType.ASYMMETRIC
-    return choose_qparams_affine(x, mapping, block_size, torch.int32, qmin, qmax, eps=EPS,
-                                 zero_point_dtype=torch.int32, keepdim=True)
-
 
 
 def test_ties_round_half_to_even(lab):
@@ -35,10 +21,10 @@ def test_groups_match_torchao(lab):
     for qmin, qmax, dtype, symmetric in [(-128, 127, torch.int8, True), (0, 255, torch.uint8, False), (-8, 7, torch.int8, False)]:
         s, z = ao_qparams(w, (1, 8), qmin, qmax, symmetric)
         q = lab.quantize(w, (1, 8), s, z, qmin, qmax, dtype)
-        want = quantize_affine(w, (1, 8), s, z, torch.int32, qmin, qmax).to(dtype)
+        want = ao.quantize_affine(w, (1, 8), s, z, torch.int32, qmin, qmax).to(dtype)
         assert torch.equal(q, want), f"groups of 8 in [{qmin}, {qmax}]: {int((q != want).sum())} of {q.numel()} values differ from torchao's"
         back = lab.dequantize(q, (1, 8), s, z)
-        want_back = dequantize_affine(want.to(torch.int32), (1, 8), s, z, torch.int32, output_dtype=torch.float32)
+        want_back = ao.dequantize_affine(want.to(torch.int32), (1, 8), s, z, torch.int32, output_dtype=torch.float32)
         assert back.dtype == torch.float32 and torch.equal(back, want_back), f"dequantize in [{qmin}, {qmax}] differs from torchao's"
 
 

@@ -28,6 +28,17 @@ def peek(sub):
     return seen
 
 
+def leave_shared_memory(sub):
+    """Counts the System V shared-memory segments it can see, then creates one (the engine's test that no
+    part inherits IPC objects from an earlier one)."""
+    import ctypes
+    with open("/proc/sysvipc/shm") as table:
+        seen = len(table.read().splitlines()) - 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    created = libc.shmget(0, 4096, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    return [seen, created >= 0]
+
+
 def leave_in_tmp(sub):
     """Lists /tmp, then leaves a file there (the engine's test that every part gets a fresh /tmp)."""
     import os
