@@ -40,22 +40,11 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.gradcheck import GradcheckError, _get_numerical_jacobian
 
+from autograder.engine.peer_suite import Suite
+
 D = torch.float64
-CASES: list[tuple[str, str, object]] = []  # (part, name, check(ref) -> None; raises AssertionError)
-
-
-@functools.lru_cache(maxsize=1)
-def reference():
-    """The reference solution as a module (its exported cells, as grading runs them)."""
-    from autograder.engine.variants import reference_module
-    return reference_module("lab03")
-
-
-def case(part, name):
-    def register(check):
-        CASES.append((part, name, check))
-        return check
-    return register
+SUITE = Suite("lab03")
+CASES, case, reference = SUITE.cases, SUITE.case, SUITE.reference  # check(ref) raises on a disagreement
 
 
 def _rand(seed, *shape, scale=1.0, shift=0.0, dtype=D):
@@ -834,21 +823,8 @@ for _mode in ("plain", "two_inputs", "no_grad_input", "tuple_output", "sequentia
 
 # =================================================================================================
 def run() -> int:
-    """Run every case against the reference; raise AssertionError listing every disagreement."""
-    ref = reference()
-    failures = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        state = torch.get_rng_state()
-        for part, name, check in CASES:
-            try:
-                check(ref)
-            except Exception as e:  # noqa: BLE001 - every disagreement is listed
-                failures.append(f"[{part}] {name}: {type(e).__name__}: {e}")
-        torch.set_rng_state(state)
-    if failures:
-        raise AssertionError(f"{len(failures)} of {len(CASES)} peer cases disagree:\n" + "\n".join(failures))
-    return len(CASES)
+    """Every case against the reference; raises AssertionError listing every disagreement."""
+    return SUITE.run()
 
 
 if __name__ == "__main__":

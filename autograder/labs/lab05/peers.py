@@ -58,31 +58,19 @@ once (no record_stream delay); the OOM message's wording after its first sentenc
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import random
 
 import numpy as np
 
-CASES: list[tuple[str, str, object]] = []  # (part, name, check(ref) -> None; raises AssertionError)
+from autograder.engine.peer_suite import Suite
+
+SUITE = Suite("lab05")
+CASES, case, reference = SUITE.cases, SUITE.case, SUITE.reference  # check(ref) raises on a disagreement
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024 ** 3
 B = 1 << 32          # the scaffold Device's first address; it then advances by each segment rounded to 2 MiB
 BIG = 64 * GiB       # a device that never fills in these cases
-
-
-@functools.lru_cache(maxsize=1)
-def reference():
-    """The reference solution as a module (its exported cells, as grading runs them)."""
-    from autograder.engine.variants import reference_module
-    return reference_module("lab05")
-
-
-def case(part, name):
-    def register(check):
-        CASES.append((part, name, check))
-        return check
-    return register
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -1258,17 +1246,8 @@ def _check(ref):
 
 # =================================================================================================
 def run() -> int:
-    """Run every case against the reference; raise AssertionError listing every disagreement."""
-    ref = reference()
-    failures = []
-    for part, name, check in CASES:
-        try:
-            check(ref)
-        except Exception as e:  # noqa: BLE001 - every disagreement is listed
-            failures.append(f"[{part}] {name}: {type(e).__name__}: {e}")
-    if failures:
-        raise AssertionError(f"{len(failures)} of {len(CASES)} peer cases disagree:\n" + "\n".join(failures))
-    return len(CASES)
+    """Every case against the reference; raises AssertionError listing every disagreement."""
+    return SUITE.run()
 
 
 if __name__ == "__main__":

@@ -45,16 +45,12 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-CASES: list[tuple[str, str, object]] = []  # (part, name, check(ref) -> None; raises AssertionError)
+from autograder.engine.peer_suite import Suite
+
+SUITE = Suite("lab08")
+CASES, case, reference = SUITE.cases, SUITE.case, SUITE.reference  # check(ref) raises on a disagreement
 F32_EPS = torch.finfo(torch.float32).eps  # the lab's eps=None (torchao's own default is smallest_normal)
 INT8, UINT8, INT4, UINT4, INT16 = (-128, 127), (0, 255), (-8, 7), (0, 15), (-32768, 32767)
-
-
-@functools.lru_cache(maxsize=1)
-def reference():
-    """The reference solution as a module (its exported cells, as grading runs them)."""
-    from autograder.engine.variants import reference_module
-    return reference_module("lab08")
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,13 +67,6 @@ def _decomposed():
     """The PT2E `quantized_decomposed` ops (registered on import)."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401
     return torch.ops.quantized_decomposed
-
-
-def case(part, name):
-    def register(check):
-        CASES.append((part, name, check))
-        return check
-    return register
 
 
 def _gen(seed):
@@ -1276,23 +1265,8 @@ for _i, (_name, _m, _n, _k, _g, _sym, _bias, _batch) in enumerate(INT4_LIN):
 
 # =================================================================================================
 def run() -> int:
-    """Run every case against the reference; raise AssertionError listing every disagreement."""
-    ref = reference()
-    failures = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        state = torch.get_rng_state()
-        engine = torch.backends.quantized.engine
-        for part, name, check in CASES:
-            try:
-                check(ref)
-            except Exception as e:  # noqa: BLE001 - every disagreement is listed
-                failures.append(f"[{part}] {name}: {type(e).__name__}: {e}")
-        torch.backends.quantized.engine = engine
-        torch.set_rng_state(state)
-    if failures:
-        raise AssertionError(f"{len(failures)} of {len(CASES)} peer cases disagree:\n" + "\n".join(failures))
-    return len(CASES)
+    """Every case against the reference; raises AssertionError listing every disagreement."""
+    return SUITE.run()
 
 
 if __name__ == "__main__":

@@ -18,20 +18,26 @@ def nibbles(rng, shape):
     return rng.integers(-8, 8, size=shape).astype(np.int8)
 
 
-def run_pack(student, qs, show=False):
-    got = replies.list_of(student.run("lab08.scenarios:pack", [dict(q=q) for q in qs]), "pack_int4's results", len(qs))
-    for q, reply in zip(qs, got, strict=True):
-        what = f"pack_int4 of an int8 {list(q.shape)} tensor"
+LAYOUT = {"pack": ("pack_int4", "q", "an int8", oracle.pack_int4, "uint8"),
+          "unpack": ("unpack_int4", "p", "a uint8", oracle.unpack_int4, "int8")}
+
+
+def run_layout(student, which, arrays, show=False):
+    name, arg, kind, want, dtype = LAYOUT[which]
+    got = replies.list_of(student.run(f"lab08.scenarios:{which}", [{arg: a} for a in arrays]), f"{name}'s results",
+                          len(arrays))
+    for a, reply in zip(arrays, got, strict=True):
+        what = f"{name} of {kind} {list(a.shape)} tensor"
         reply = oracle.case_reply(reply, {"out"}, what)
-        oracle.exact(reply["out"], oracle.pack_int4(q), what, dtype="uint8", show=show)
+        oracle.exact(reply["out"], want(a), what, dtype=dtype, show=show)
+
+
+def run_pack(student, qs, show=False):
+    run_layout(student, "pack", qs, show)
 
 
 def run_unpack(student, ps, show=False):
-    got = replies.list_of(student.run("lab08.scenarios:unpack", [dict(p=p) for p in ps]), "unpack_int4's results", len(ps))
-    for p, reply in zip(ps, got, strict=True):
-        what = f"unpack_int4 of a uint8 {list(p.shape)} tensor"
-        reply = oracle.case_reply(reply, {"out"}, what)
-        oracle.exact(reply["out"], oracle.unpack_int4(p), what, dtype="int8", show=show)
+    run_layout(student, "unpack", ps, show)
 
 
 def test_small(student, grading_seed):
