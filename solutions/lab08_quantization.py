@@ -127,10 +127,10 @@ def qparams_from_minmax(min_val, max_val, qmin, qmax, symmetric, eps):
     if symmetric:
         scale = torch.maximum(-lo, hi) / (float(qmax - qmin) / 2)
         zero_point = torch.full_like(scale, int((qmax + qmin + 1) / 2))
-        scale = torch.clamp(scale, min=eps)
+        scale = scale.clamp(min=eps)
     else:
         scale = (hi - lo) / float(qmax - qmin)
-        scale = torch.clamp(scale, min=eps)
+        scale = scale.clamp(min=eps)
         zero_point = torch.clamp(qmin - torch.round(lo / scale), qmin, qmax)
     return scale, zero_point.to(torch.int32)
     ### END SOLUTION
