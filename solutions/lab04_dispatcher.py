@@ -374,7 +374,9 @@ check("keysets")
 #   `kernel(keyset, *args)` with the keyset it was dispatched with and the **bound** arguments.
 #   `kernel=FALLTHROUGH` makes the key a *fallthrough* for this operator. Unknown name: `KeyError`.
 #   Registering again for the same operator and key **replaces** the earlier kernel (PyTorch warns
-#   "Overriding a previously registered kernel" and does the same); so does a second `fallback` for a key.
+#   "Overriding a previously registered kernel" and does the same). In this lab a second `fallback` for a
+#   key replaces the first too (PyTorch is stricter there: it raises "Tried to register multiple backend
+#   fallbacks for the same dispatch key").
 # * `fallback(key, boxed)` registers a **boxed fallback** for a key, used by every operator that has
 #   no kernel of its own for that key (PyTorch: `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`).
 #   A boxed kernel is generic: it is called as `boxed(op, keyset, stack)` with the `OperatorHandle`
@@ -645,7 +647,9 @@ check("redispatch")
 # ## Part 4 — A real custom op with `torch.library` (20 points)
 #
 # Now the real dispatcher. `torch.library.custom_op` defines an operator (schema inferred from the type
-# hints), registers your function as its kernel for the CPU backend, and makes it **opaque**:
+# hints), registers your function as its kernel for every backend (with no `device_types`, under the alias
+# key `CompositeExplicitAutograd`; `torch._C._dispatch_dump("ipt::scaled_softplus")` shows it, next to the
+# `Autograd` and `Meta` entries it adds too, which call what you register next), and makes it **opaque**:
 # `torch.compile` and `torch.export` see one node `ipt.scaled_softplus`, not its insides. Opaque ops
 # need two more things:
 #
@@ -840,10 +844,13 @@ def to_cpu(t):
 def module_to_device(module):
     ### BEGIN SOLUTION
     # IPT-CANARY lab04 device-solution
+    moved = {}                          # a parameter shared by two modules stays one parameter
     for sub in module.modules():
         for name, p in list(sub._parameters.items()):
             if p is not None:
-                sub._parameters[name] = nn.Parameter(to_device(p), requires_grad=p.requires_grad)
+                if id(p) not in moved:
+                    moved[id(p)] = nn.Parameter(to_device(p), requires_grad=p.requires_grad)
+                sub._parameters[name] = moved[id(p)]
     return module
     ### END SOLUTION
 

@@ -448,6 +448,14 @@ check("fusion_plan")
 # terms; the graders check long rows to 1e-5), a max in `float`. Scalar arguments (`mul(x, 0.5)`) are C
 # constants.
 #
+# **A max over values the kernel also stores.** `amax`'s backward compares the maximum with its input for
+# equality (`eq(amax, x)`, then divides by the count of equal elements). When the kernel stores `x` (it is
+# saved for the backward), the stored row must contain the maximum exactly. Under `-ffast-math`, gcc may
+# compute the stored value and the value fed to `fmaxf` in two different ways, a row then loses its maximum
+# by one ulp, and the gradient becomes 0/0 = NaN. So reduce what was stored: after the row's loop, a second
+# loop takes the max of the row read back through a `const volatile float*` pointer into the output buffer
+# (a volatile read is a real load: gcc cannot substitute a recomputed value).
+#
 # **Broadcasting.** Inputs of a pointwise op may have a smaller shape than its result: a bias `[D]`
 # added to `[N, D]`, a row statistic `[N, 1]` subtracted from `[N, D]`, a 0-dim tensor. Align shapes on
 # the right (pad with 1s on the left). With `i` the flat index into the iteration shape `S`:
@@ -639,13 +647,19 @@ def generate_kernel(gm, group, name):
         update = f"acc = fmaxf(acc, {x});" if is_max else f"acc += {x};"
         final = f"acc / {cols}.0" if reduction.target == aten.mean.dim else "acc"
         out_k = outputs.index(reduction.name)
+        stored = is_max and reduction.args[0].name in outputs      # reduce the stored values (see the text)
         lines.append(f"  for (int64_t r = 0; r < {rows}; r++) {{")
         lines.append(f"    {acc_type} acc = {init};")
         lines.append(f"    for (int64_t c = 0; c < {cols}; c++) {{")
         lines.append(f"      int64_t i = r * {cols} + c;")
         lines += ["      " + b for b in body]
-        lines.append(f"      {update}")
+        if not stored:
+            lines.append(f"      {update}")
         lines.append("    }")
+        if stored:
+            x_k = outputs.index(reduction.args[0].name)
+            lines.append(f"    const volatile float* stored = out{x_k} + r * {cols};")
+            lines.append(f"    for (int64_t c = 0; c < {cols}; c++) acc = fmaxf(acc, stored[c]);")
         lines.append(f"    out{out_k}[r] = (float)({final});")
         lines.append("  }")
     lines.append("}")

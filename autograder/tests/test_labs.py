@@ -95,6 +95,25 @@ def test_graders_draw_their_cases_from_the_grading_seed():
     assert not pinned, f"graders that pin derandomize=True: {pinned}"
 
 
+def test_every_part_meets_cases_drawn_from_the_grading_seed():
+    """A part graded only on fixed hidden inputs can be passed from a table of answers harvested over earlier
+    submissions. Every test module (= part) must draw some of its cases from the grading seed: hypothesis's
+    @given, the `grading_seed` fixture, or `case_rng` / `case_seed` from autograder.engine.plugin."""
+    import ast
+
+    from autograder.paths import AUTOGRADER
+    fixed = []
+    for file in sorted((AUTOGRADER / "labs").glob("lab*/test_*.py")):
+        tree = ast.parse(file.read_text())
+        tests = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+        seeded = any(any("given" in ast.unparse(d) for d in t.decorator_list) or "grading_seed" in [a.arg for a in t.args.args]
+                     for t in tests)
+        seeded = seeded or any(isinstance(n, ast.Name) and n.id in ("case_rng", "case_seed") for n in ast.walk(tree))
+        if tests and not seeded:
+            fixed.append(str(file.relative_to(AUTOGRADER)))
+    assert not fixed, f"parts graded only on fixed inputs: {fixed}"
+
+
 def test_the_grading_seed_follows_the_submission():
     from autograder.engine.pipeline import grading_seed
     one, other = [("a-solution", "x = 1")], [("a-solution", "x = 2")]

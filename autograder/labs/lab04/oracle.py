@@ -373,8 +373,8 @@ def mode_direct(a, b):
     return out
 
 
-def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=()):
-    model = shared.build_mlp(sizes, seed)
+def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=(), tie=False):
+    model = shared.build_mlp(sizes, seed, tie)
     for n, p in model.named_parameters():
         if n in frozen:
             p.requires_grad_(False)
@@ -397,10 +397,10 @@ def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=(
             "shapes": {n: list(p.shape) for n, p in model.named_parameters()}}
 
 
-def start_weights(sizes, seed):
+def start_weights(sizes, seed, tie=False):
     """P0's start weights for device_sgd (written into the payloads by the scenario)."""
     rng = np.random.default_rng(1000 + seed)
-    model = shared.build_mlp(sizes, seed)
+    model = shared.build_mlp(sizes, seed, tie)
     return {n: (rng.standard_normal(tuple(p.shape)) * 0.5).astype(np.float32) for n, p in model.named_parameters()}
 
 # IPT-CANARY lab04 oracle.py: hidden grading text, never shown to learners

@@ -583,20 +583,23 @@ def mode_direct(sub, a, b):
 
 
 # -- part python_device ------------------------------------------------------------------------------
-def build_mlp(sizes, seed):
+def build_mlp(sizes, seed, tie=False):
+    """tie=True: the last Linear shares the first one's weight (sizes like [n, n, n])."""
     torch.manual_seed(seed)
     layers = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(nn.Linear(a, b))
         if i < len(sizes) - 2:
             layers.append(nn.Tanh())
+    if tie:
+        layers[-1].weight = layers[0].weight
     return nn.Sequential(*layers)
 
 
-def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=()):
+def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=(), tie=False):
     """module_to_device, then (weights given) P0's start weights written *through each payload*, then SGD steps.
     The parameters named in `frozen` have requires_grad=False before module_to_device."""
-    cpu_model = build_mlp(sizes, seed)
+    cpu_model = build_mlp(sizes, seed, tie)
     for name, p in cpu_model.named_parameters():
         if name in frozen:
             p.requires_grad_(False)
@@ -608,7 +611,8 @@ def device_sgd(sub, sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, 
            "subclass": [isinstance(p, torch.Tensor) and type(p).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__ for _, p in params]}
     if weights is not None:
         for name, p in params:
-            p.payload[...] = weights[name]
+            if name in weights:                 # (a parameter untied by mistake has no start weight: P0 counts them)
+                p.payload[...] = weights[name]
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     xt, yt = sub.to_device(torch.from_numpy(x)), sub.to_device(torch.from_numpy(y))
     out["input_type"] = type(xt).__name__

@@ -8,23 +8,27 @@ import numpy as np
 import pytest
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng, case_seed
 from autograder.labs.lab04 import oracle
 
 KEYS = {"param_types", "payload_types", "subclass", "grad_types", "cpu_types", "losses", "params", "payloads", "grads"}
 
 
 def data(seed, n, sizes):
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)     # seed: case_seed(...), this submission's own
     return rng.standard_normal((n, sizes[0])).astype(np.float32), rng.standard_normal((n, sizes[-1])).astype(np.float32)
 
 
-def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8, frozen=()):
+def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8, frozen=(), tie=False):
+    seed = case_seed(seed)
     x, y = data(seed, n, sizes)
-    weights = oracle.start_weights(sizes, seed)
-    got = replies.dict_of(student.run("device_sgd", sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen)),
-                          KEYS, "device_sgd")
-    want = oracle.cpu_sgd(sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen))
+    weights = oracle.start_weights(sizes, seed, tie)
+    got = replies.dict_of(student.run("device_sgd", sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen),
+                                      tie=tie), KEYS, "device_sgd")
+    want = oracle.cpu_sgd(sizes, seed, x, y, lr, momentum, steps, weights, frozen=list(frozen), tie=tie)
     what = f"MLP {sizes}, SGD lr={lr} momentum={momentum}, {steps} step(s)"
+    if tie:
+        what += " (the last Linear shares the first one's weight: one parameter, as nn.Module.to keeps it)"
     if frozen:
         what += f", frozen parameter(s) {list(frozen)}"
         flags = replies.list_of(got.get("requires_grad"), "requires_grad flags", len(want["requires_grad"]))
@@ -32,6 +36,8 @@ def check_training(student, sizes, seed, lr, momentum=0.0, steps=1, n=8, frozen=
             f"{what}: after module_to_device the parameters' requires_grad should be {want['requires_grad']} "
             f"(a frozen parameter must stay frozen on the device), got {flags}")
     count = len(want["params"])
+    found = len(replies.list_of(got["param_types"], "parameter types"))
+    assert found == count, f"{what}: after module_to_device the model should have {count} parameters (as on the CPU), got {found}"
     types = replies.list_of(got["param_types"], "parameter types", count)
     payloads = replies.list_of(got["payload_types"], "payload types", count)
     assert all(t == "NumpyTensor" for t in types) and all(t == "ndarray" for t in payloads), (
@@ -73,9 +79,14 @@ def test_frozen_parameters(student):
     check_training(student, [3, 6, 2], 4, 0.2, 0.5, 2, frozen=("0.weight", "2.bias"))
 
 
+@pytest.mark.weight(2)
+def test_shared_parameter(student):
+    check_training(student, [5, 5, 5], 5, 0.3, 0.5, 2, tie=True)
+
+
 @pytest.mark.weight(3)
 def test_ops_and_inplace(student):
-    rng = np.random.default_rng(3)
+    rng = case_rng(3)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
     got = replies.dict_of(student.run("device_ops", a, b), {"type", "payload", "shape", "dtype", "mm", "mm_type", "exp_sum",
                           "int_ops", "zero_d", "size_0", "after_payload_write", "inplace_same_object", "inplace_payload",

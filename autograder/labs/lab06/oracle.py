@@ -212,11 +212,67 @@ def check_source(source, names, ops, what, floats=()):
                       "(repr keeps every digit)")
 
 
+# -- generated graphs: each submission meets programs of its own (drawn from its grading seed) -------
+CONSTANTS = (0.5, 2.0, -3.0, 1.0, 0.25)
+SILU_OPS = ("silu_l", "silu_r", "silu_m", "silu_near", "sigmoid", "mul")
+FOLD_KINDS = ("bn", "bn", "bn_eps", "bn_noaffine", "bn_nostats", "relu_bn", "shared", "none")
+
+
+def generated_program(rng, length, ops=tuple(shared.PROGRAM_OPS), repeat=0.0):
+    """A straight-line program for scenarios.Program drawn from `rng` (a numpy Generator). Operands index
+    values already made, so a step repeated later (probability `repeat`) reads the same values: CSE merges it."""
+    steps = []
+    for _ in range(length):
+        if steps and rng.random() < repeat:
+            steps.append(list(steps[int(rng.integers(len(steps)))]))
+            continue
+        made = 2 + len(steps)
+        steps.append([str(ops[int(rng.integers(len(ops)))]), int(rng.integers(made)), int(rng.integers(made)),
+                      float(CONSTANTS[int(rng.integers(len(CONSTANTS)))])])
+    return steps
+
+
+PROGRAM_TEXT = {
+    "add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "rsub": "{c} - {a}", "rmul": "{c} * {a}", "neg": "-{a}",
+    "relu": "{a}.relu()", "tanh": "torch.tanh({a})", "sigmoid": "torch.sigmoid({a})", "softmax": "F.softmax({a}, dim=-1)",
+    "cat_slice": "torch.cat([{a}, {b}], dim=1)[:, 3:9]", "matmul": "torch.tanh(({a} @ {b}.transpose(0, 1)) @ {a})",
+    "linear": "self.lin({a})", "param": "{a} * self.w", "div": "{a} / ({c} + 2.0)", "eq": "({a} == {b}) * {c} + {a}",
+    "ne": "{a} * ({a} != {c})", "floordiv": "{a} // ({c} + 3.5)", "mod": "{a} % 1.5", "pow": "{a} ** 2",
+    "rdiv": "{c} / ({a} * {a} + 1)", "lt_reflected": "({c} < {a}) * {a}", "shape": "{a} * {a}.shape[0] + {a}.size(1)",
+    "T": "({a}.T @ {b})[:4]", "kw_method": "{a}.transpose(dim0=0, dim1=1).transpose(0, 1)",
+    "sum_kw": "{a} - {a}.sum(dim=1, keepdim=True)", "where": "torch.where({a} > {b}, {a}, {b})", "pos": "+{a} - {b}",
+    "rpow": "{c} ** ({a}.abs().round() + 1) + {a}", "silu_l": "{a} * torch.sigmoid({a})", "silu_r": "torch.sigmoid({a}) * {a}",
+    "silu_m": "{a}.mul({a}.sigmoid())", "silu_near": "{a} * torch.sigmoid({b})"}
+
+
+def program_text(program) -> str:
+    """A generated program as the forward it stands for (x, y of shape (4, 6); self.lin = Linear(6, 6))."""
+    names, lines = ["x", "y"], []
+    for op, i, j, c in program:
+        a, b = names[i % len(names)], names[j % len(names)]
+        names.append(f"v{len(names)}")
+        lines.append(f"{names[-1]} = " + PROGRAM_TEXT.get(op, "{a}[1:3].repeat(2, 1)").format(a=a, b=b, c=repr(c)))
+    return "forward(x, y): " + "; ".join(lines) + f"; return {names[-1]}, {names[len(names) // 2]}"
+
+
+def generated_fold_spec(rng):
+    """A chain of 1-4 conv blocks for scenarios.FoldProgram: channels, kernels, strides, dilations, groups,
+    bias and what follows each conv (foldable BatchNorm2d or one of the cases that must stay) drawn from `rng`."""
+    blocks, strided = [], 0
+    for _ in range(int(rng.integers(1, 5))):
+        stride = 2 if strided < 2 and rng.random() < 0.25 else 1
+        strided += stride == 2
+        blocks.append({"cout": int(rng.choice([2, 3, 4, 6])), "k": int(rng.choice([1, 3])), "stride": stride,
+                       "dil": int(rng.choice([1, 1, 2])), "groups": int(rng.choice([1, 1, 2])), "bias": bool(rng.random() < 0.5),
+                       "kind": str(FOLD_KINDS[int(rng.integers(len(FOLD_KINDS)))])})
+    return {"cin": int(rng.integers(1, 5)), "blocks": blocks}
+
+
 # -- shape_prop -------------------------------------------------------------------------------------
-def shape_prop(name, seed=0):
+def shape_prop(name, seed=0, program=None):
     """Every node's tensor metadata, recorded here by a trusted Interpreter (cross-checked with ShapeProp)."""
     from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
-    model, inputs = shared.harnessed("shapes", name, seed)
+    model, inputs = shared.harnessed("shapes", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     nodes = {}
 
@@ -246,10 +302,10 @@ def tm_itemsize(dtype):
 
 
 # -- conv_bn_fold -----------------------------------------------------------------------------------
-def fold_expect(name, seed=0):
+def fold_expect(name, seed=0, program=None):
     """The call_module kinds left after folding: every BatchNorm2d fed by a Conv2d call with no other user
     (and running statistics) goes; nothing else changes."""
-    model, inputs = shared.harnessed("fold", name, seed)
+    model, inputs = shared.harnessed("fold", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     mods = dict(gm.named_modules())
     kinds, before = [], []
@@ -318,8 +374,8 @@ def _cse(gm):
     return removed
 
 
-def clean_expect(name, which, seed=0):
-    model, inputs = shared.harnessed("clean", name, seed)
+def clean_expect(name, which, seed=0, program=None):
+    model, inputs = shared.harnessed("clean", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     removed = {}
     for step in which:
@@ -338,9 +394,9 @@ def clean_expect(name, which, seed=0):
 
 
 # -- rewrite ----------------------------------------------------------------------------------------
-def silu_expect(name, seed=0):
+def silu_expect(name, seed=0, program=None):
     """The graph after the lab's rewrite, done here on real fx: F.silu(x) inserted before each matching mul."""
-    model, inputs = shared.harnessed("silu", name, seed)
+    model, inputs = shared.harnessed("silu", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
 
     def is_mul(n):
@@ -371,9 +427,9 @@ def silu_expect(name, seed=0):
 
 
 # -- profiler ---------------------------------------------------------------------------------------
-def interpret(name, seed=0, edit=False, inject=None):
+def interpret(name, seed=0, edit=False, inject=None, program=None):
     """What interpreting the (possibly edited, never recompiled) graph gives, and which nodes run."""
-    model, inputs = shared.build(name, seed)
+    model, inputs = shared.build(name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     if edit:
         shared.stale_scale(gm.graph)
@@ -391,6 +447,24 @@ def interpret(name, seed=0, edit=False, inject=None):
 
     out = Track(gm).run(*inputs, initial_env={node: torch.ones(shape)})
     return {"outs": shared._flat(out), "names": names, "ran": ran, "injected": node.name}
+
+
+def float_nodes(name, seed=0, program=None):
+    """Indices (in graph order) of the call nodes whose value is a floating-point tensor: where a test may
+    give a value in initial_env."""
+    model, inputs = shared.build(name, seed, program)
+    gm = torch.fx.symbolic_trace(model)
+    found = []
+
+    class Rec(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            if n.op.startswith("call_") and isinstance(value, torch.Tensor) and value.is_floating_point():
+                found.append(n.name)
+            return value
+
+    Rec(gm).run(*inputs)
+    return [i for i, n in enumerate(gm.graph.nodes) if n.name in found]
 
 
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?%?$")

@@ -346,10 +346,58 @@ class Program(nn.Module):
                 v = +a - b
             elif op == "rpow":                # not drawn by the generators: fixed programs only
                 v = c ** (a.abs().round() + 1) + a
+            elif op == "silu_l":              # the silu spellings below: only the rewrite part's programs
+                v = a * torch.sigmoid(a)
+            elif op == "silu_r":
+                v = torch.sigmoid(a) * a
+            elif op == "silu_m":
+                v = a.mul(a.sigmoid())
+            elif op == "silu_near":
+                v = a * torch.sigmoid(b)
             else:
                 v = a[1:3].repeat(2, 1)
             vals.append(v)
         return vals[-1], vals[len(vals) // 2]
+
+
+class FoldProgram(nn.Module):
+    """A generated chain of conv blocks (P0 draws the spec, a dict with "cin" and "blocks"). Each block is a
+    Conv2d (kernel, stride, dilation, groups, bias drawn) followed by one of: a BatchNorm2d ("bn"; "bn_eps",
+    "bn_noaffine" variants), a BatchNorm2d without running statistics ("bn_nostats"), a ReLU and then a
+    BatchNorm2d ("relu_bn"), a BatchNorm2d whose conv output is also used again ("shared"), nothing ("none")."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.kinds = []
+        convs, bns = [], []
+        c = spec["cin"]
+        for b in spec["blocks"]:
+            groups = b["groups"] if c % b["groups"] == 0 and b["cout"] % b["groups"] == 0 else 1
+            convs.append(nn.Conv2d(c, b["cout"], b["k"], stride=b["stride"], padding=b["dil"] * (b["k"] // 2),
+                                   dilation=b["dil"], groups=groups, bias=b["bias"]))
+            kind = b["kind"]
+            bn = {"bn_eps": lambda n: nn.BatchNorm2d(n, eps=0.1), "bn_noaffine": lambda n: nn.BatchNorm2d(n, affine=False),
+                  "bn_nostats": lambda n: nn.BatchNorm2d(n, track_running_stats=False)}.get(kind, nn.BatchNorm2d)(b["cout"])
+            bns.append(bn if kind != "none" else nn.Identity())
+            self.kinds.append(kind)
+            c = b["cout"]
+        self.convs, self.bns = nn.ModuleList(convs), nn.ModuleList(bns)
+
+    def forward(self, x):
+        outs = []
+        for conv, bn, kind in zip(self.convs, self.bns, self.kinds, strict=True):
+            y = conv(x)
+            if kind == "none":
+                x = y
+            elif kind == "relu_bn":
+                x = bn(torch.relu(y))
+            elif kind == "shared":
+                x = bn(y) + y
+            else:
+                x = bn(y)
+            outs.append(x)
+            x = torch.relu(x)
+        return x, outs[0]
 
 
 def build(name, seed=0, program=None):
@@ -377,6 +425,8 @@ def build(name, seed=0, program=None):
         return Defaults(), (torch.randn(3, 6),)
     if name == "program":
         return Program(program), (torch.randn(4, 6), torch.randn(4, 6))
+    if name == "fold_program":
+        return _randomize_bn(FoldProgram(program), seed).eval(), (torch.randn(2, program["cin"], 12, 12),)
     if name in FOLD_MODELS:
         return FOLD_MODELS[name](seed)
     if name in CLEAN_MODELS:
@@ -676,18 +726,22 @@ class CleanHarness(nn.Module):
         self.inner = inner
 
     def forward(self, x):
-        out = self.inner(x)
-        t = x.clone()
-        v1 = t * 3
-        t.mul_(2)                      # result unused, but it changes t
-        v2 = t * 3                     # not the same value as v1
-        w = x * 0.5
-        F.relu(w, inplace=True)        # changes w
-        a1, a2 = x + 2, x + 2.0
-        r1, r2 = x.abs(), x.abs()       # after the last barrier: these merge
-        dead = (w - 1).sum()           # noqa: F841
-        dead2 = torch.cat([x, w], dim=1)[:, ::2].relu()  # noqa: F841
-        return out, v1 + v2 + w + a1 * a2 + r1 * r2
+        return _clean_tail(self.inner(x), x)
+
+
+def _clean_tail(out, x):
+    """CleanHarness's own nodes after the inner model's (fx traces through this plain function)."""
+    t = x.clone()
+    v1 = t * 3
+    t.mul_(2)                      # result unused, but it changes t
+    v2 = t * 3                     # not the same value as v1
+    w = x * 0.5
+    F.relu(w, inplace=True)        # changes w
+    a1, a2 = x + 2, x + 2.0
+    r1, r2 = x.abs(), x.abs()       # after the last barrier: these merge
+    dead = (w - 1).sum()           # noqa: F841
+    dead2 = torch.cat([x, w], dim=1)[:, ::2].relu()  # noqa: F841
+    return out, v1 + v2 + w + a1 * a2 + r1 * r2
 
 
 class SiluHarness(nn.Module):
@@ -699,6 +753,18 @@ class SiluHarness(nn.Module):
 
     def forward(self, x):
         return self.inner(x), x.sigmoid().mul(x)
+
+
+class SiluHarness2(SiluHarness):
+    def forward(self, x, y):
+        return self.inner(x, y), x.sigmoid().mul(x)
+
+
+class CleanHarness2(CleanHarness):
+    """CleanHarness around a model of two inputs (a generated program)."""
+
+    def forward(self, x, y):
+        return _clean_tail(self.inner(x, y), x)
 
 
 class ShapeHarness(nn.Module):
@@ -729,11 +795,12 @@ def harnessed(part, name, seed=0, program=None):
             return TraceHarnessDefaults(model), inputs
         return (TraceHarness1 if len(inputs) == 1 else TraceHarness2)(model), inputs
     if part == "fold":
-        return _randomize_bn(FoldHarness(model, FOLD_CHANNELS[name]), seed).eval(), inputs
+        channels = program["cin"] if name == "fold_program" else FOLD_CHANNELS[name]
+        return _randomize_bn(FoldHarness(model, channels), seed).eval(), inputs
     if part == "clean":
-        return CleanHarness(model).eval(), inputs
+        return (CleanHarness if len(inputs) == 1 else CleanHarness2)(model).eval(), inputs
     if part == "silu":
-        return SiluHarness(model), inputs
+        return (SiluHarness if len(inputs) == 1 else SiluHarness2)(model), inputs
     if part == "shapes":
         return (ShapeHarness if len(inputs) == 1 else ShapeHarness2)(model).eval(), inputs
     raise KeyError(part)
@@ -869,8 +936,8 @@ def _meta_plain(m):
             "requires_grad": get("requires_grad", bool)}
 
 
-def shapes(sub, name, seed=0):
-    model, inputs = harnessed("shapes", name, seed)
+def shapes(sub, name, seed=0, program=None):
+    model, inputs = harnessed("shapes", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     rec = sub.ShapeRecorder(gm)
     result = rec.run(*inputs)
@@ -889,9 +956,9 @@ def _module_kinds(gm):
     return [type(gm.get_submodule(n.target)).__name__ for n in gm.graph.nodes if n.op == "call_module"]
 
 
-def fold(sub, name, seed=0, train=False):
+def fold(sub, name, seed=0, train=False, program=None):
     """Folds the eval model; with train=True also tries the same model in training mode afterwards."""
-    model, inputs = harnessed("fold", name, seed)
+    model, inputs = harnessed("fold", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     out = sub.fold_conv_bn(gm)
     with torch.no_grad():
@@ -899,7 +966,7 @@ def fold(sub, name, seed=0, train=False):
         after = _flat(model(*inputs))
     result = {"outs": got, "eager_after": after, "modules": _module_kinds(out)}
     if train:
-        model2, _ = harnessed("fold", name, seed)
+        model2, _ = harnessed("fold", name, seed, program)
         model2.train()
         try:
             sub.fold_conv_bn(torch.fx.symbolic_trace(model2))
@@ -910,8 +977,8 @@ def fold(sub, name, seed=0, train=False):
 
 
 # -- part dce_cse -----------------------------------------------------------------------------------
-def clean(sub, name, which, seed=0):
-    model, inputs = harnessed("clean", name, seed)
+def clean(sub, name, which, seed=0, program=None):
+    model, inputs = harnessed("clean", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     removed = {}
     for step in which:
@@ -922,15 +989,15 @@ def clean(sub, name, which, seed=0):
     return {"removed": removed, "nodes": [f"{n.op}:{target_str(n.target)}" for n in gm.graph.nodes], "outs": outs}
 
 
-def impurity(sub, name, seed=0):
-    model, _ = harnessed("clean", name, seed)
+def impurity(sub, name, seed=0, program=None):
+    model, _ = harnessed("clean", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     return {n.name: bool(sub.is_impure(n)) for n in gm.graph.nodes}
 
 
 # -- part rewrite -----------------------------------------------------------------------------------
-def silu(sub, name, seed=0):
-    model, inputs = harnessed("silu", name, seed)
+def silu(sub, name, seed=0, program=None):
+    model, inputs = harnessed("silu", name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     count = sub.fuse_silu(gm)
     with torch.no_grad():
@@ -939,10 +1006,10 @@ def silu(sub, name, seed=0):
 
 
 # -- part profiler ----------------------------------------------------------------------------------
-def profile(sub, name, seed=0, runs=3, top=5, edit=False, inject=None):
+def profile(sub, name, seed=0, runs=3, top=5, edit=False, inject=None, program=None):
     """profile_graph on a graph P0 chose (optionally edited without recompiling); with `inject` = a node
     index, also one ProfilingInterpreter.run with that node's value given in initial_env (ones)."""
-    model, inputs = build(name, seed)
+    model, inputs = build(name, seed, program)
     gm = torch.fx.symbolic_trace(model)
     if edit:
         stale_scale(gm.graph)

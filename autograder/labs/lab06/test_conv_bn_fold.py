@@ -4,6 +4,7 @@ alone (fx's `fuse` folds them)."""
 import pytest
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng, case_seed
 from autograder.labs.lab06 import oracle
 
 MODELS = {
@@ -15,9 +16,9 @@ MODELS = {
 SIDE = " (with Linear+BatchNorm1d and Conv1d+BatchNorm1d side paths)"
 
 
-def check_fold(got, name):
-    what = MODELS[name] + SIDE
-    want = oracle.fold_expect(name)
+def check_fold(got, name, seed=0, spec=None):
+    what = (MODELS[name] if spec is None else fold_text(spec)) + SIDE
+    want = oracle.fold_expect(name, seed, spec)
     got = replies.dict_of(got, {"outs", "eager_after", "modules"}, "the fold scenario")
     oracle.close(got["outs"], want["outs"], f"the folded graph of {what}", rtol=1e-4, atol=1e-5)
     oracle.close(got["eager_after"], want["outs"], f"{what}: the original model after folding (modules must not be changed in place)",
@@ -40,5 +41,23 @@ def test_training_mode_refused(student):
     err = replies.dict_of(got.get("train"), {"error"}, "fold_conv_bn in training mode")
     assert err["error"] == "ValueError", (
         f"fold_conv_bn on a model in training mode should raise ValueError, got {err['error']}")
+
+def fold_text(spec):
+    after = {"bn": "BatchNorm2d", "bn_eps": "BatchNorm2d(eps=0.1)", "bn_noaffine": "BatchNorm2d(affine=False)",
+             "bn_nostats": "BatchNorm2d(track_running_stats=False)", "relu_bn": "ReLU, BatchNorm2d",
+             "shared": "BatchNorm2d(y) + y", "none": "nothing"}
+    blocks = [f"Conv2d(-> {b['cout']}, k={b['k']}, stride={b['stride']}, dilation={b['dil']}, groups={b['groups']}, "
+              f"bias={b['bias']}) then {after[b['kind']]}" for b in spec["blocks"]]
+    return f"a generated chain on {spec['cin']} input channels: " + "; ".join(blocks) + " (a ReLU between blocks)"
+
+
+@pytest.mark.weight(4)
+def test_generated_chains(student):
+    """Three conv chains drawn from this submission's grading seed, with random BatchNorm statistics."""
+    rng = case_rng(64)
+    for k in range(3):
+        spec, seed = oracle.generated_fold_spec(rng), case_seed(640 + k)
+        check_fold(student.run("fold", "fold_program", seed, False, spec), "fold_program", seed, spec)
+
 
 # IPT-CANARY lab06 test_conv_bn_fold.py: hidden grading text, never shown to learners

@@ -5,20 +5,24 @@ given in initial_env (that node must not run), totals that contain the node time
 agrees with the report it was given. The matmul's share on the heavy model is recorded, informational."""
 import math
 
+import numpy as np
+
 import pytest
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng
 from autograder.labs.lab06 import oracle
 
 KEYS = {"nodes", "total", "runs", "outs", "summary", "is_interpreter", "graph_nodes"}
 
 
-def run_profile(student, name, runs, top=5, edit=True, inject=4):
+def run_profile(student, name, runs, top=5, edit=True, inject=4, program=None):
     """Every call also runs ProfilingInterpreter once with node `inject` given in initial_env, and checks it:
     the node counts must come from the learner's run_node, whichever way the report was made."""
-    got = replies.dict_of(student.run("profile", name, 0, runs, top, edit, inject), KEYS, "the profile scenario")
-    check_injected(got, name, inject, edit)
-    what = f"profile_graph(gm, ..., runs={runs}) on the '{name}' model"
+    got = replies.dict_of(student.run("profile", name, 0, runs, top, edit, inject, program), KEYS, "the profile scenario")
+    check_injected(got, name, inject, edit, program)
+    model = f"the '{name}' model" if program is None else f"the generated program {oracle.program_text(program)}"
+    what = f"profile_graph(gm, ..., runs={runs}) on {model}"
     nodes = replies.dict_of(got["nodes"], set(), f"{what}: report['nodes']")
     for k, v in nodes.items():
         entry = replies.dict_of(v, {"seconds", "calls"}, f"{what}: report['nodes'][{k!r}]")
@@ -31,8 +35,21 @@ def run_profile(student, name, runs, top=5, edit=True, inject=4):
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("name,runs", [("resnet", 3), ("heavy", 4), ("tied", 2)])
 def test_structure(student, name, runs):
-    got, what = run_profile(student, name, runs)
-    want = oracle.interpret(name, edit=True)
+    check_structure(student, name, runs)
+
+
+@pytest.mark.weight(3)
+def test_generated_program(student):
+    """A program drawn from this submission's grading seed, a node given in initial_env chosen the same way."""
+    rng = case_rng(65)
+    program = oracle.generated_program(rng, int(rng.integers(4, 10)))
+    nodes = oracle.float_nodes("program", 0, program)
+    check_structure(student, "program", int(rng.integers(2, 5)), program, int(nodes[int(rng.integers(len(nodes)))]))
+
+
+def check_structure(student, name, runs, program=None, inject=4):
+    got, what = run_profile(student, name, runs, program=program, inject=inject)
+    want = oracle.interpret(name, edit=True, program=program)
     assert replies.boolean(got["is_interpreter"], "is_interpreter"), f"{what}: ProfilingInterpreter should subclass torch.fx.Interpreter"
     oracle.close(got["outs"], want["outs"], f"{what}: report['result'] (interpret the graph, which the check edited "
                                             "without recompiling: calling gm itself runs stale code)")
@@ -56,10 +73,11 @@ def test_initial_env_node_does_not_run(student, name, inject):
     run_profile(student, name, 2, edit=False, inject=inject)
 
 
-def check_injected(got, name, inject, edit):
-    want = oracle.interpret(name, edit=edit, inject=inject)
+def check_injected(got, name, inject, edit, program=None):
+    want = oracle.interpret(name, edit=edit, inject=inject, program=program)
     inj = replies.dict_of(got.get("injected"), {"outs", "nodes"}, "ProfilingInterpreter(gm).run(..., initial_env=...)")
-    what = f"ProfilingInterpreter(gm).run(x, initial_env={{{want['injected']}: ones}}) on the '{name}' model"
+    model = f"the '{name}' model" if program is None else f"the generated program {oracle.program_text(program)}"
+    what = f"ProfilingInterpreter(gm).run(x, initial_env={{{want['injected']}: ones}}) on {model}"
     oracle.close(inj["outs"], want["outs"], f"{what}: the result (the given value replaces the node's)")
     calls = replies.dict_of(inj["nodes"], set(), f"{what}: stats")
     ran = {k for k, v in calls.items() if v}
@@ -97,10 +115,13 @@ def test_summary(student, top, measurement):
 @pytest.mark.parametrize("case", [0, 1])
 def test_summary_share_of_report_total(student, case):
     """A report made up here: 'total' is well above the sum of the node times, so a share computed
-    against that sum (instead of report['total']) is off by the ratio."""
-    nodes = [{"conv": (0.004, 3), "relu": (0.001, 3), "add": (0.0005, 3), "x": (0.00002, 3), "output": (0.00001, 3)},
-             {"matmul": (0.03, 2), "softmax": (0.006, 2), "getattr_1": (0.0004, 2), "y": (0.00003, 2)}][case]
-    total = [0.0111, 0.0729][case]
+    against that sum (instead of report['total']) is off by the ratio. The times are drawn from this
+    submission's grading seed (distinct, so the ranking is unambiguous)."""
+    names = [["conv", "relu", "add", "x", "output"], ["matmul", "softmax", "getattr_1", "y"]][case]
+    rng = case_rng(66 + case)
+    seconds = sorted(rng.choice(np.arange(1, 5000), size=len(names), replace=False) * 1e-5, reverse=True)
+    nodes = {n: (float(s), int(rng.integers(1, 4))) for n, s in zip(rng.permutation(names).tolist(), seconds, strict=True)}
+    total = float(sum(seconds) * rng.uniform(1.3, 2.5))
     summary = student.run("summary_of", {k: list(v) for k, v in nodes.items()}, total, 3, 3)
     what = "profile_summary on a report whose 'total' exceeds the sum of its node times (interpreter overhead)"
     rows = oracle.summary_rows(summary, what)

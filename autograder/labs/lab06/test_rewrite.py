@@ -3,6 +3,7 @@ done here on real fx), the count, and outputs vs eager. Every model also returns
 import pytest
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng
 from autograder.labs.lab06 import oracle
 
 HARNESS = " (plus x.sigmoid().mul(x))"
@@ -18,8 +19,20 @@ MODELS = {
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_fuse_silu(student, name):
-    got, want = student.run("silu", name), oracle.silu_expect(name)
-    what = f"fuse_silu on {MODELS[name]}{HARNESS}"
+    check_silu(student, name, f"fuse_silu on {MODELS[name]}{HARNESS}")
+
+
+@pytest.mark.weight(5)
+def test_generated_programs(student):
+    """Three programs drawn from this submission's grading seed, mixing every silu spelling with near misses."""
+    rng = case_rng(62)
+    for _ in range(3):
+        program = oracle.generated_program(rng, int(rng.integers(3, 10)), ops=oracle.SILU_OPS + ("add", "tanh", "relu"))
+        check_silu(student, "program", f"fuse_silu on the generated program {oracle.program_text(program)}{HARNESS}", program)
+
+
+def check_silu(student, name, what, program=None):
+    got, want = student.run("silu", name, 0, program), oracle.silu_expect(name, 0, program)
     got = replies.dict_of(got, {"count", "outs", "graph"}, "the silu scenario")
     count = replies.integer(got["count"], f"{what}: the returned count")
     assert count == want["count"], f"{what}: should rewrite {want['count']} time(s), returned {count}"

@@ -209,10 +209,53 @@ def validate_plan(gm, groups) -> list[str]:
     return problems
 
 
+def graphs_of(case, with_backward=True, spec=None):
+    if spec is None:
+        return _named_graphs(case, with_backward)
+    fn, inputs = shared.make_case(case, 0, spec)
+    return shared.aot_graphs(fn, inputs, DECOMPOSITIONS, with_backward)
+
+
 @functools.lru_cache(maxsize=None)
-def graphs_of(case, with_backward=True):
+def _named_graphs(case, with_backward):
     fn, inputs = shared.make_case(case, 0)
     return shared.aot_graphs(fn, inputs, DECOMPOSITIONS, with_backward)
+
+
+# -- generated functions: each submission meets functions of its own (drawn from its grading seed) ----------
+GEN_TEXT = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / ({b}.abs() + 1.0)",
+            "maximum": "torch.maximum({a}, {b})", "where": "torch.where({a} > {b}, {a}, {b} * 0.5)", "bias": "{a} + b",
+            "sigmoid": "torch.sigmoid({a})", "tanh": "torch.tanh({a})", "sin": "{a}.sin()", "relu": "F.relu({a})",
+            "gelu": "F.gelu({a})", "exp_neg": "torch.exp(-{a}.abs())", "square": "{a} * {a}",
+            "center": "{a} - {a}.mean(-1, keepdim=True)", "rownorm": "{a} * torch.rsqrt(({a} * {a}).mean(-1, keepdim=True) + 1e-5)",
+            "colmax": "{a} - {a}.amax(0, keepdim=True)", "softmax": "torch.softmax({a}, dim=-1)",
+            "mm": "torch.tanh({a} @ {b}.transpose(0, 1)) @ {a}"}
+FINAL_TEXT = {"none": "{v}", "sum_last": "{v}.sum(-1)", "sum_all": "{v}.sum()", "mean_first": "{v}.mean(0)",
+              "amax_last": "{v}.amax(-1)"}
+
+
+def generated_spec(rng):
+    """A function for scenarios.generated_function: 2-8 steps over x, y (rows, cols) and a bias b (cols,); a step
+    reads the value just made more often than not, so that most steps reach the output."""
+    ops, steps = sorted(shared.GEN_OPS), []
+    for k in range(int(rng.integers(2, 9))):
+        first = 1 + k if rng.random() < 0.7 else int(rng.integers(2 + k))
+        steps.append([ops[int(rng.integers(len(ops)))], first, int(rng.integers(2 + k))])
+    finals = sorted(shared.GEN_FINAL)
+    return {"rows": int(rng.integers(2, 7)), "cols": int(rng.integers(3, 12)), "steps": steps,
+            "final": finals[int(rng.integers(len(finals)))]}
+
+
+def spec_text(spec) -> str:
+    """The generated function as Python a learner can paste."""
+    names, lines = ["x", "y"], []
+    for op, i, j in spec["steps"]:
+        a, b = names[i % len(names)], names[j % len(names)]
+        names.append(f"v{len(names)}")
+        lines.append(f"{names[-1]} = " + GEN_TEXT[op].format(a=a, b=b))
+    ret = FINAL_TEXT[spec["final"]].format(v=names[-1])
+    return (f"f(x, y, b) with x, y of shape ({spec['rows']}, {spec['cols']}) and b of shape ({spec['cols']},): "
+            + "; ".join(lines) + f"; return {ret}")
 
 
 # -- codegen ---------------------------------------------------------------------------------------------
@@ -237,8 +280,8 @@ def op_values(op, arrays) -> dict:
 
 
 # -- backend ---------------------------------------------------------------------------------------------
-def eager_case(case, seed, with_backward=True):
-    fn, inputs = shared.make_case(case, seed)
+def eager_case(case, seed, with_backward=True, spec=None):
+    fn, inputs = shared.make_case(case, seed, spec)
     args = [t.clone().requires_grad_(with_backward) for t in inputs]
     out = fn(*args)
     grads = {}
@@ -249,7 +292,7 @@ def eager_case(case, seed, with_backward=True):
         got = torch.autograd.grad((out * weight).sum(), args + params, allow_unused=True)
         names = [f"input{i}" for i in range(len(args))] + ([n for n, _ in fn.named_parameters()] if params else [])
         grads = {n: (None if g is None else g.numpy()) for n, g in zip(names, got, strict=True)}
-    again = fn(*shared.make_case(case, seed + 1000)[1]).detach().numpy()
+    again = fn(*shared.make_case(case, seed + 1000, spec)[1]).detach().numpy()
     return {"out": out.detach().numpy(), "grads": grads, "again": again}
 
 

@@ -245,9 +245,52 @@ FUNCTIONS["two_group_cycle"] = (_two_group_cycle, [[6, 6], [6, 6], [6, 6]])
 MODELS = {"tiny_mlp": (TinyMLP, [[4, 12]]), "tiny_block": (TinyBlock, [[3, 16]]), "tanh_net": (TanhNet, [[5, 10]])}
 
 
-def make_case(case, seed):
-    """The callable, its parameters (a dict name -> tensor, may be empty) and its inputs, from a seed."""
+# generated functions: P0 draws a spec {"rows", "cols", "steps": [[op, i, j], ...], "final"} from the grading
+# seed; the function runs the steps over the values made so far (x, y of shape (rows, cols), then each step's
+# value), with b of shape (cols,) as a bias, and ends with the `final` reduction of the last value.
+GEN_OPS = {
+    "add": lambda a, b, bias: a + b, "sub": lambda a, b, bias: a - b, "mul": lambda a, b, bias: a * b,
+    "div": lambda a, b, bias: a / (b.abs() + 1.0), "maximum": lambda a, b, bias: torch.maximum(a, b),
+    "where": lambda a, b, bias: torch.where(a > b, a, b * 0.5), "bias": lambda a, b, bias: a + bias,
+    "sigmoid": lambda a, b, bias: torch.sigmoid(a), "tanh": lambda a, b, bias: torch.tanh(a),
+    "sin": lambda a, b, bias: a.sin(), "relu": lambda a, b, bias: F.relu(a), "gelu": lambda a, b, bias: F.gelu(a),
+    "exp_neg": lambda a, b, bias: torch.exp(-a.abs()), "square": lambda a, b, bias: a * a,
+    "center": lambda a, b, bias: a - a.mean(-1, keepdim=True),
+    "rownorm": lambda a, b, bias: a * torch.rsqrt((a * a).mean(-1, keepdim=True) + 1e-5),
+    "colmax": lambda a, b, bias: a - a.amax(0, keepdim=True),
+    "softmax": lambda a, b, bias: torch.softmax(a, dim=-1),
+    "mm": lambda a, b, bias: torch.tanh(a @ b.transpose(0, 1)) @ a,
+}
+GEN_FINAL = {"none": lambda v: v, "sum_last": lambda v: v.sum(-1), "sum_all": lambda v: v.sum(),
+             "mean_first": lambda v: v.mean(0), "amax_last": lambda v: v.amax(-1)}
+
+
+def generated_function(spec):
+    steps, final = [tuple(s) for s in spec["steps"]], GEN_FINAL[spec["final"]]
+
+    def generated(x, y, b):
+        values = [x, y]
+        for op, i, j in steps:
+            values.append(GEN_OPS[op](values[i % len(values)], values[j % len(values)], b))
+        return final(values[-1])
+    return generated
+
+
+# a max over values its kernel also stores (saved for amax's backward): under -ffast-math gcc computed the
+# stored row and the reduced row differently here, and the gradient of x became NaN (a generated case found it)
+FUNCTIONS["amax_of_saved"] = (generated_function({
+    "rows": 6, "cols": 6, "final": "amax_last",
+    "steps": [["rownorm", 1, 1], ["colmax", 0, 0], ["mul", 3, 2], ["sigmoid", 4, 0], ["where", 5, 0], ["softmax", 3, 2],
+              ["div", 7, 7], ["div", 8, 2]]}), [[6, 6], [6, 6], [6]])
+
+
+def make_case(case, seed, spec=None):
+    """The callable, its parameters (a dict name -> tensor, may be empty) and its inputs, from a seed
+    (case "generated": from a spec P0 drew)."""
     gen = torch.Generator().manual_seed(seed)
+    if case == "generated":
+        rows, cols = spec["rows"], spec["cols"]
+        return generated_function(spec), [torch.randn(s, generator=gen) for s in ([rows, cols], [rows, cols], [cols])]
     if case in MODELS:
         cls, shapes = MODELS[case]
         torch.manual_seed(seed)
@@ -293,10 +336,10 @@ def _describe(gm):
     return [n.name for n in gm.graph.nodes]
 
 
-def plan(sub, case, with_backward):
+def plan(sub, case, with_backward, spec=None):
     """The learner's plan of the forward (and backward) graph of one function or model."""
     no_inductor()
-    fn, inputs = make_case(case, 0)
+    fn, inputs = make_case(case, 0, spec)
     graphs = aot_graphs(fn, inputs, sub.DECOMPOSITIONS, with_backward)
     result = []
     for gm in graphs:
@@ -411,10 +454,10 @@ def build_cache(sub, name, scale, shift):
     return {"counts": counts, "same_object": fns[0] is fns[1], "outs": outs}
 
 
-def fuse_case(sub, case):
+def fuse_case(sub, case, spec=None):
     """The learner's fuse_graph on the forward and backward graphs of one case: the kernels it made, as data."""
     no_inductor()
-    fn, inputs = make_case(case, 0)
+    fn, inputs = make_case(case, 0, spec)
     graphs = aot_graphs(fn, inputs, sub.DECOMPOSITIONS, True)
     result = []
     for gm in graphs:
@@ -429,11 +472,11 @@ def fuse_case(sub, case):
 
 
 # -- part pipeline ------------------------------------------------------------------------------------
-def backend_case(sub, case, seed, with_backward=True):
+def backend_case(sub, case, seed, with_backward=True, spec=None):
     """Compile one function or model with the learner's fusing_backend; outputs, gradients, kernel counts."""
     no_inductor()
     torch._dynamo.reset()
-    fn, inputs = make_case(case, seed)
+    fn, inputs = make_case(case, seed, spec)
     args = [t.clone().requires_grad_(with_backward) for t in inputs]
     try:
         compiled = torch.compile(fn, backend=sub.fusing_backend, dynamic=False)
@@ -448,7 +491,7 @@ def backend_case(sub, case, seed, with_backward=True):
             names = [f"input{i}" for i in range(len(args))] + [n for n, _ in fn.named_parameters()] if params else \
                 [f"input{i}" for i in range(len(args))]
             grads = {n: _np(g) for n, g in zip(names, got)}
-        again = compiled(*make_case(case, seed + 1000)[1])    # a second call, on fresh inputs of the same shapes
+        again = compiled(*make_case(case, seed + 1000, spec)[1])    # a second call, on fresh inputs of the same shapes
     except Exception as exc:  # noqa: BLE001
         torch._dynamo.reset()
         return _error(exc)

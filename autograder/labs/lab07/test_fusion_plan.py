@@ -5,6 +5,7 @@ import functools
 import pytest
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng
 from autograder.labs.lab07 import oracle
 
 CASES = ["bias_gelu", "softmax", "layernormish", "silu_mlp", "col_sum", "masked", "mm_cycle", "row_bcast",
@@ -34,8 +35,11 @@ def which(k):
 @pytest.mark.parametrize("case", ["masked", "layernormish", "col_sum", "tiny_block", "sum_dims", "mean_all_keep",
                                   "dtype_mix", "sum_f64", "neg_dim0", "amax_partial", "vec_mean", "cmp_f64"])
 def test_is_pointwise_and_is_reduction(student, case):
-    got = learner(student, case)
-    for k, (mine, gm) in enumerate(replies.pairs(got, expected(case), f"plan on {case}")):
+    check_classes(learner(student, case), expected(case), case)
+
+
+def check_classes(got, graphs, case):
+    for k, (mine, gm) in enumerate(replies.pairs(got, graphs, f"plan on {case}")):
         mine = replies.dict_of(mine, set(), f"plan on {case}")
         assert "error" not in mine, f"{case} {which(k)} graph: {mine.get('error')}: {mine.get('message')}"
         mine = replies.dict_of(mine, {"pointwise", "reduction"}, f"plan on {case}")
@@ -50,8 +54,22 @@ def test_is_pointwise_and_is_reduction(student, case):
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("case", CASES)
 def test_plan(student, case):
-    got = learner(student, case)
-    graphs = expected(case)
+    check_plan(learner(student, case), expected(case), case)
+
+
+@pytest.mark.weight(8)
+def test_generated_functions(student):
+    """Three functions drawn from this submission's grading seed (pointwise chains, row and column reductions,
+    softmax, a matmul, broadcasting a bias): the classes of every node and the plan, forward and backward."""
+    rng = case_rng(71)
+    for _ in range(3):
+        spec = oracle.generated_spec(rng)
+        got, graphs = student.run("plan", "generated", True, spec), oracle.graphs_of("generated", True, spec)
+        check_classes(got, graphs, oracle.spec_text(spec))
+        check_plan(got, graphs, oracle.spec_text(spec))
+
+
+def check_plan(got, graphs, case):
     for k, (mine, gm) in enumerate(replies.pairs(got, graphs, f"plan on {case}")):
         mine = replies.dict_of(mine, {"nodes"}, f"plan on {case}")
         assert mine["nodes"] == [n.name for n in gm.graph.nodes], (

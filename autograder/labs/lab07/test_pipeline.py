@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng
 from autograder.labs.lab07 import oracle
 
 CASES = [("chain", 1), ("bias_gelu", 2), ("log_softmax", 4), ("layernormish", 5), ("full_sum", 7), ("masked", 9),
          ("mm_cycle", 10), ("relu_clamp", 11), ("tiny_block", 14), ("tanh_net", 15), ("sum_dims", 16),
-         ("mean_all_keep", 17), ("scalar_mix", 18), ("outer_bcast", 19)]
+         ("mean_all_keep", 17), ("scalar_mix", 18), ("outer_bcast", 19), ("amax_of_saved", 1)]
 FUSE_CASES = ["chain", "bias_gelu", "log_softmax", "layernormish", "masked", "mm_cycle", "relu_clamp", "tiny_block",
               "sum_dims", "col_sum", "scalar_mix"]
 _fused = {}
@@ -31,11 +32,26 @@ def fused_ok(student, clean_room, case):
 @pytest.mark.parametrize("case,seed", CASES)
 def test_values_and_gradients(student, clean_room, case, seed):
     fused_ok(student, clean_room, case)
+    check_values(student, case, seed)
+
+
+@pytest.mark.weight(8)
+def test_generated_functions(student, clean_room):
+    """Two functions drawn from this submission's grading seed: the kernels fuse_graph makes for them, run by
+    the grader, and the compiled function's values and gradients."""
+    rng = case_rng(72)
+    for k in range(2):
+        spec = oracle.generated_spec(rng)
+        check_fused(student, clean_room, "generated", spec)
+        check_values(student, "generated", int(rng.integers(1 << 20)), spec)
+
+
+def check_values(student, case, seed, spec=None):
+    got, want = student.run("backend_case", case, seed, True, spec), oracle.eager_case(case, seed, True, spec)
+    case = case if spec is None else oracle.spec_text(spec)
     what = f"torch.compile({case}, backend=fusing_backend)"
-    got = student.run("backend_case", case, seed)
     assert not isinstance(got, dict) or "error" not in got, f"{what} failed: {got.get('error')}: {got.get('message')}"
     got = replies.dict_of(got, {"out", "again", "grads"}, what)
-    want = oracle.eager_case(case, seed)
     oracle.close(got["out"], want["out"], f"{case} compiled with your backend: the output", rtol=2e-4, atol=2e-5)
     oracle.close(got["again"], want["again"], f"{case}: the output of a second call of the compiled function on new inputs",
                  rtol=2e-4, atol=2e-5)
@@ -52,11 +68,12 @@ def test_fused_kernels_run_by_the_grader(student, clean_room, case):
     fused_ok(student, clean_room, case)
 
 
-def check_fused(student, clean_room, case):
+def check_fused(student, clean_room, case, spec=None):
     """fuse_graph's kernels for the forward and backward graphs: as many as the plan has groups, each writing its
     group's outputs, and each one's C source, compiled and run by the grader, computing those outputs."""
-    graphs = oracle.graphs_of(case)
-    got = student.run("fuse_case", case)
+    graphs = oracle.graphs_of(case, True, spec)
+    got = student.run("fuse_case", case, spec)
+    case = case if spec is None else oracle.spec_text(spec)
     for k, (entry, gm) in enumerate(replies.pairs(got, graphs, f"fuse_graph on {case}")):
         what = f"{case}, {'forward' if k == 0 else 'backward'} graph"
         entry = replies.dict_of(entry, {"nodes"}, what)
