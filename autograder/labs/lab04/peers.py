@@ -544,7 +544,7 @@ def _(ref):
         _eq([a.name for a in s.arguments], [a.name for a in real.arguments], f"argument names of {name}")
         _eq([a.kwarg_only for a in s.arguments], [a.kwarg_only for a in real.arguments], f"kwarg_only of {name}")
         _eq([a.has_default for a in s.arguments], [a.has_default_value() for a in real.arguments], f"has_default of {name}")
-        for mine, theirs in zip(s.arguments, real.arguments):
+        for mine, theirs in zip(s.arguments, real.arguments, strict=True):
             if theirs.has_default_value() and "[" not in mine.type and isinstance(theirs.default_value, (bool, int, float, str, type(None))):
                 _eq(mine.default, theirs.default_value, f"default of {name}.{theirs.name}")
         _eq(len(s.returns), len(real.returns), f"number of returns of {name}")
@@ -1538,7 +1538,7 @@ def _(ref):
             opt.zero_grad()
             fn(net(x)).pow(2).mean().backward()
             opt.step()
-    for p, q in zip(lin.parameters(), twin.parameters()):
+    for p, q in zip(lin.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
@@ -1580,7 +1580,7 @@ def _(ref):
         twin = copy.deepcopy(module)
         ref.log_training_step(module, x)
         twin(x).sum().backward()
-        for (pn, p), q in zip(module.named_parameters(), twin.parameters()):
+        for (pn, p), q in zip(module.named_parameters(), twin.parameters(), strict=True):
             assert p.grad is not None, f"{name}.{pn} has no gradient after log_training_step"
             torch.testing.assert_close(p.grad, q.grad, msg=lambda m: f"{name}.{pn}: {m}")
 
@@ -1759,7 +1759,7 @@ def _train(net, inp, tgt, steps, make_opt):
 
 
 def _check_params(ref, dev, cpu, what, atol=1e-6):
-    for (n, p), q in zip(dev.named_parameters(), cpu.parameters()):
+    for (n, p), q in zip(dev.named_parameters(), cpu.parameters(), strict=True):
         assert type(p).__name__ == "NumpyTensor", f"{what}: {n} is a {type(p).__name__}"
         torch.testing.assert_close(ref.to_cpu(p), q.detach(), atol=atol, rtol=1e-5, msg=lambda m: f"{what}: {n}: {m}")
 
@@ -1983,7 +1983,7 @@ def _(ref):
     for _ in range(2):
         cpu(xc).pow(2).sum().backward()
         dev(xd).pow(2).sum().backward()
-    for (n, p), q in zip(dev.named_parameters(), cpu.parameters()):
+    for (n, p), q in zip(dev.named_parameters(), cpu.parameters(), strict=True):
         torch.testing.assert_close(ref.to_cpu(p.grad), q.grad, rtol=1e-5, atol=1e-6, msg=lambda m: f"{n}.grad: {m}")
     assert type(xd.grad).__name__ == "NumpyTensor", f"the input's gradient is a {type(xd.grad).__name__}"
     torch.testing.assert_close(ref.to_cpu(xd.grad), xc.grad, rtol=1e-5, atol=1e-6)
