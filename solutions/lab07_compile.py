@@ -493,8 +493,11 @@ check("fusion_plan")
 #
 # `-ffast-math` lets gcc vectorise `expf`, `sinf` and friends (glibc's libmvec) and reassociate sums; it
 # also lets the compiler assume there are no NaNs or infinities. NaN inputs are not part of the contract
-# here; infinities are, where an op is meaningful with them (`exp(-inf)`, `relu(inf)`, `sigmoid(-inf)`), so
-# keep intermediate values finite (clamp the exponent of `sigmoid`, for instance).
+# here; infinities are, where an op is meaningful with them (`exp(-inf)`, `relu(inf)`, `sigmoid(-inf)`,
+# `log(0)`), so keep intermediate values finite (clamp the exponent of `sigmoid`, for instance). One
+# exception you cannot fix from C: under `-ffast-math` gcc computes `sqrtf`, `1 / sqrtf` and divisions with
+# approximate reciprocal instructions, which give NaN at 0 and at ±inf (`rsqrt(0)`, `1 / inf`), so the graders
+# never give those ops 0 or an infinity.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "codegen-solution", "locked": false, "schema_version": 3, "solution": true}
 def c_const(value):
@@ -756,8 +759,12 @@ check("kernels")
 # and the remaining nodes (a group can run once all its inputs exist; a plain graph order does not always
 # work), where a group is one `call_function` of a small Python function that calls `run_kernel`, and
 # its outputs are `operator.getitem`s of that call. Append the number of kernels of every graph you
-# compile to `COMPILED_KERNELS` (forward and backward are two graphs). Shapes are static: your kernels
-# may hard-code them (Dynamo guards on the shapes and recompiles on a new one).
+# compile to `COMPILED_KERNELS` (forward and backward are two graphs). Your kernels may hard-code shapes:
+# with `dynamic=False` Dynamo guards on every shape and recompiles a new shape as static again. With the
+# default settings, though, a *second* shape (or a second value of an int argument) is recompiled with
+# symbolic sizes (automatic dynamic shapes): the graph's placeholders then carry `torch.SymInt`s, as sizes
+# of their `meta["val"]` or as values. Such a graph cannot have fixed-size kernels: `compile_graph` runs it
+# unfused (`make_boxed_func(gm.forward)`, 0 kernels).
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "backend-solution", "locked": false, "schema_version": 3, "solution": true}
 COMPILED_KERNELS = []    # the kernel count of each graph compiled, in order
@@ -829,6 +836,11 @@ def fuse_graph(gm):
 def compile_graph(gm, example_inputs):
     ### BEGIN SOLUTION
     # IPT-CANARY lab07 backend-solution
+    for n in gm.graph.nodes:                       # symbolic sizes (automatic dynamic shapes): run unfused
+        val = n.meta.get("val") if n.op == "placeholder" else None
+        if isinstance(val, torch.SymInt) or (isinstance(val, torch.Tensor) and not all(isinstance(s, int) for s in val.shape)):
+            COMPILED_KERNELS.append(0)
+            return make_boxed_func(gm.forward)
     fused, kernels = fuse_graph(gm)
     COMPILED_KERNELS.append(len(kernels))
     return make_boxed_func(fused.forward)

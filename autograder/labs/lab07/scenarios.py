@@ -514,7 +514,18 @@ def backend_recompile(sub):
         return _error(exc)
     finally:
         torch._dynamo.reset()
-    return {"outs": outs}
+    # default settings: the second shape is recompiled with symbolic sizes (automatic dynamic shapes)
+    dynamic = torch.compile(lambda x, b: torch.sigmoid(x) * 2 + b, backend=sub.fusing_backend)
+    dynamic_outs = []
+    try:
+        for rows, cols in ((4, 8), (6, 3), (5, 7)):
+            x = torch.linspace(-3, 3, rows * cols).reshape(rows, cols)
+            dynamic_outs.append(_np(dynamic(x, torch.linspace(-1, 1, cols))))
+    except Exception as exc:  # noqa: BLE001
+        dynamic_outs = _error(exc)
+    finally:
+        torch._dynamo.reset()
+    return {"outs": outs, "dynamic_outs": dynamic_outs}
 
 
 # -- part speed --------------------------------------------------------------------------------------
