@@ -9,7 +9,8 @@
 - every adversarial attempt scores at most its honest twin, part by part (quick mode: a fixed sample);
 - the edge-domain catalogue names only hidden tests that exist; the differential fuzzer of the
   reference against PyTorch agrees (a small budget; `make fuzz` runs a large one), and so do the cases of
-  the lab's peer suites (`peers.py`: case lists modelled on public test suites, run through an adapter);
+  the lab's peer suites (`peers.py`: case lists modelled on public test suites, run through an adapter;
+  quick mode: every third case of a suite built on `engine.peer_suite`);
 - nothing a learner sees (feedback.md, results.json) leaks hidden text;
 - (full run) each example built by a recipe scores what its README table says.
 Prints a table and one summary line per lab; returns non-zero on any failure.
@@ -201,14 +202,14 @@ def catalogue_problems(paths: LabPaths) -> tuple[int, list[str]]:
     return len(classes), problems
 
 
-def start_probe(paths: LabPaths, module: str, call: str) -> subprocess.Popen | None:
+def start_probe(paths: LabPaths, module: str, call: str, env: dict | None = None) -> subprocess.Popen | None:
     """One of the lab's P0 checks of its reference (`fuzz.run(n)`: differential fuzzing against PyTorch;
     `peers.run()`: case lists modelled on public test suites) in a subprocess started now, so that it runs
     beside the gradings; `probe_result` collects it. The call prints `PROBE-CASES <n>`."""
     if not (paths.hidden / f"{module}.py").exists():
         return None
     code = f"from autograder.labs.{paths.lab} import {module}; print('PROBE-CASES', {module}.{call})"
-    env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
+    env = {**os.environ, **project_env(), **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -217,8 +218,11 @@ def start_fuzz(paths: LabPaths, examples: int) -> subprocess.Popen | None:
     return start_probe(paths, "fuzz", f"run({examples})")
 
 
-def start_peers(paths: LabPaths) -> subprocess.Popen | None:
-    return start_probe(paths, "peers", "run()")
+QUICK_PEER_SAMPLE = 3     # a quick selftest runs every third case of a peer suite built on engine.peer_suite
+
+
+def start_peers(paths: LabPaths, quick: bool = False) -> subprocess.Popen | None:
+    return start_probe(paths, "peers", "run()", {"IPT_PEER_SAMPLE": str(QUICK_PEER_SAMPLE if quick else 1)})
 
 
 def probe_result(proc: subprocess.Popen | None, what: str = "the fuzzer") -> tuple[int, str | None]:
@@ -318,7 +322,7 @@ def run(lab: "str | LabPaths", jobs: int = 2, sandbox: str = "auto", quick: bool
     if quick is None:
         quick = os.environ.get("IPT_SELFTEST", "").lower() == "quick"
     console = Console(highlight=False, width=160)
-    fuzzer, peer_suite = start_fuzz(paths, QUICK_FUZZ if quick else FULL_FUZZ), start_peers(paths)
+    fuzzer, peer_suite = start_fuzz(paths, QUICK_FUZZ if quick else FULL_FUZZ), start_peers(paths, quick)
     cases, problems = prepare(paths, sandbox, quick)
     out = build_dir("selftest", paths.lab, "results")
     if under_load:
