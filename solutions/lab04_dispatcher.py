@@ -786,7 +786,8 @@ check("logging_mode")
 #   payload; they must return their **input** wrapper (the op's `func._schema.returns[0].alias_info`
 #   has `is_write`), not a new one.
 #
-# and `to_device(t)` (a copy of a CPU tensor as a `NumpyTensor`), `to_cpu(t)` (back, a plain tensor),
+# and `to_device(t)` (a copy of a CPU tensor as a `NumpyTensor`), `to_cpu(t)` (back, a plain tensor; a copy too,
+# as `.cpu()` from a real device is),
 # and `module_to_device(module)`, which replaces every parameter of every submodule by an
 # `nn.Parameter` wrapping a `NumpyTensor` and returns the module. (`module.to()`/`_apply` would try to
 # assign `param.data`, which a wrapper subclass cannot take.) Then forward, backward and

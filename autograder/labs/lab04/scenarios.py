@@ -660,6 +660,9 @@ def device_ops(sub, a, b):
     moved.add_(1.0)
     out["to_device_copies"] = bool(np.array_equal(src.numpy(), a))
     out["moved"] = _np(sub.to_cpu(moved))
+    back = sub.to_cpu(moved)          # to_cpu copies too: writing into its result leaves the device tensor alone
+    back.mul_(0.0)
+    out["after_cpu_write"] = _np(sub.to_cpu(moved))
     return out
 
 # IPT-CANARY lab04 lab04.py: hidden grading text, never shown to learners

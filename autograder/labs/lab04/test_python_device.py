@@ -111,5 +111,7 @@ def test_ops_and_inplace(student):
     oracle.close(got["view_inplace"], view, "t[1].add_(1.0) should write into t (a view shares its base's payload)", dtype=np.float64)
     assert got["to_device_copies"] is True, "to_device(t) should copy: changing the NumpyTensor changed the CPU tensor"
     oracle.close(got["moved"], a + 1.0, "to_device(t).add_(1.0)", dtype=np.float64)
+    oracle.close(got.get("after_cpu_write"), a + 1.0, "a NumpyTensor after to_cpu(t).mul_(0.0): to_cpu should copy the payload, "
+                 "not share it", dtype=np.float64)
 
 # IPT-CANARY lab04 test_python_device.py: hidden grading text, never shown to learners

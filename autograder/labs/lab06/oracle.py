@@ -242,7 +242,7 @@ PROGRAM_TEXT = {
     "T": "({a}.T @ {b})[:4]", "kw_method": "{a}.transpose(dim0=0, dim1=1).transpose(0, 1)",
     "sum_kw": "{a} - {a}.sum(dim=1, keepdim=True)", "where": "torch.where({a} > {b}, {a}, {b})", "pos": "+{a} - {b}",
     "rpow": "{c} ** ({a}.abs().round() + 1) + {a}", "silu_l": "{a} * torch.sigmoid({a})", "silu_r": "torch.sigmoid({a}) * {a}",
-    "silu_m": "{a}.mul({a}.sigmoid())", "silu_near": "{a} * torch.sigmoid({b})"}
+    "silu_m": "{a}.mul({a}.sigmoid())", "silu_near": "{a} * torch.sigmoid({b})", "silu_add": "{a} + torch.sigmoid({a})"}
 
 
 def program_text(program) -> str:

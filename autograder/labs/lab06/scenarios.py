@@ -354,6 +354,8 @@ class Program(nn.Module):
                 v = a.mul(a.sigmoid())
             elif op == "silu_near":
                 v = a * torch.sigmoid(b)
+            elif op == "silu_add":            # not a match: an add, not a mul
+                v = a + torch.sigmoid(a)
             else:
                 v = a[1:3].repeat(2, 1)
             vals.append(v)

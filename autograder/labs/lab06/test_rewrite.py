@@ -28,6 +28,8 @@ def test_generated_programs(student):
     rng = case_rng(62)
     for _ in range(3):
         program = oracle.generated_program(rng, int(rng.integers(3, 10)), ops=oracle.SILU_OPS + ("add", "tanh", "relu"))
+        at = int(rng.integers(len(program) + 1))     # always one near miss that is an add: x + sigmoid(x)
+        program.insert(at, ["silu_add", 1 + at, int(rng.integers(2 + at)), 1.0])
         check_silu(student, "program", f"fuse_silu on the generated program {oracle.program_text(program)}{HARNESS}", program)
 
 
