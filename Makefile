@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed
 LAB    ?=
 SUB    ?=
 J      ?= 2
+TEST_J ?= 2   # pytest-xdist workers for `make test` (0: one process)
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export OMP_NUM_THREADS ?= 1
@@ -50,7 +51,7 @@ $(STAMP): requirements.txt requirements-torch.txt
 
 test: setup  ## set up, then run the whole suite (tooling, lab self-tests, notebooks, release, book)
 	@mkdir -p build/tmp
-	$(PY) -m pytest autograder/tests -v --durations=25
+	$(PY) -m pytest autograder/tests -v --durations=25 -n $(TEST_J) --dist loadgroup
 
 lab: setup  ## JupyterLab at the course home, with the instructor tools (formgrader, Create Assignment)
 	$(PY) -m labkit lab

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from labkit.notebook import Assembly, LabInfo, NotebookError, assemble, lab_info, read_notebook
 
-from autograder.engine import results
+from autograder.engine import results, sandbox
 from autograder.paths import AUTOGRADER, REPO, LabPaths, build_dir, lab_paths, project_env
 
 GRADER_INI = AUTOGRADER / "engine" / "grader.ini"
@@ -207,6 +207,8 @@ def grade(lab: str | LabPaths, path: Path | None, out_dir: Path, options: Option
             for p in parts:
                 p.internal.clear()
         else:
+            if options.sandbox != "auto":  # a level this host cannot run is a setup fault, said once
+                sandbox.resolve_level(options.sandbox)
             assembly = extract(sub, release_nb)
             notes += assembly.problems
             with tempfile.TemporaryDirectory(dir=build_dir("grading")) as tmp:

@@ -186,6 +186,8 @@ def _worker_env(tmp: str, extra: dict[str, str] | None = None) -> dict[str, str]
 def detect_level() -> str:
     """The strongest level this host allows, found by starting a trivial confined Python."""
     for level in LEVELS[:-1]:
+        if level == "uid" and uid_level_problem():
+            continue
         try:
             proc = launch(SandboxSpec("probe", level=level), probe=True)
             out, _ = proc.communicate(timeout=30)
@@ -196,11 +198,37 @@ def detect_level() -> str:
     return "rlimits"
 
 
+class SandboxUnavailable(RuntimeError):
+    """The requested level cannot run on this host: a fault of the setup, never of a submission."""
+
+
+def _first_unreachable(path: Path) -> Path | None:
+    """The first folder on the way to `path` that an unprivileged user cannot enter, if any."""
+    for folder in [*reversed(path.parents), path]:
+        if folder != Path("/") and not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
+def uid_level_problem() -> str | None:
+    """Why level "uid" cannot run here, or None. Its worker runs as another user and reads the
+    interpreter copy, the site folder and the engine in place, so they must be reachable by others."""
+    for needed in (build_dir("sandbox"), _site_packages(), ENGINE_DIR):
+        blocked = _first_unreachable(needed.resolve())
+        if blocked is not None:
+            return (f"sandbox level 'uid' runs the worker as an unprivileged user, who cannot enter {blocked} "
+                    f"(mode {blocked.stat().st_mode & 0o777:o}); let others enter it (chmod o+x), or grade at "
+                    f"level 'namespaces' or 'rlimits'")
+    return None
+
+
 def resolve_level(requested: str) -> str:
     if requested == "auto":
         return detect_level()
     if requested not in LEVELS:
         raise ValueError(f"unknown sandbox level {requested!r}; choose one of auto, {', '.join(LEVELS)}")
+    if requested == "uid" and (problem := uid_level_problem()):
+        raise SandboxUnavailable(problem)
     return requested
 
 

@@ -1,4 +1,5 @@
-"""The suite's own settings, and the book build that two test files share."""
+"""The suite's own settings, the book build that two test files share, and how `make test` splits the
+suite over its workers (pytest-xdist, `--dist loadgroup`)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,50 @@ from pathlib import Path
 import pytest
 
 collect_ignore = ["toylab"]  # the toy lab's graders run inside the grading engine, not as tests of the suite
+
+# Work units for `pytest -n 2 --dist loadgroup`: a test file runs whole on one worker (its module fixtures
+# are built once), except test_labs, whose tests go by lab; the two files that read the book build share a
+# unit, so the book is built once. The longest units start first, so no long one is left for the end.
+BOOK_FILES = {"test_book.py", "test_course_notebooks.py"}
+LONG_FIRST = ["book", "labs-lab07"]  # then every other lab, then the remaining files
+
+
+def _unit(item: pytest.Item) -> str:
+    name = item.path.name
+    if name in BOOK_FILES:
+        return "book"
+    lab = getattr(getattr(item, "callspec", None), "params", {}).get("paths")
+    if name == "test_labs.py" and lab is not None:
+        return f"labs-{lab.lab}"
+    return item.path.stem
+
+
+def _start_order(unit: str) -> tuple[int, str]:
+    if unit in LONG_FIRST:
+        return LONG_FIRST.index(unit), unit
+    return (len(LONG_FIRST), unit) if unit.startswith("labs-") else (len(LONG_FIRST) + 1, unit)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist appends the group to each test id
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_unit(item)))
+    items.sort(key=lambda item: _start_order(_unit(item)))  # stable: file order holds within a unit
+
+
+_lab_summaries: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    """Collect each lab's selftest summary (sent as a user property, so it crosses from the workers)."""
+    _lab_summaries.extend(value for key, value in report.user_properties if key == "selftest summary")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _lab_summaries:
+        terminalreporter.section("lab selftests (quick)")
+        for line in sorted(set(_lab_summaries)):
+            terminalreporter.write_line(line)
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK_BUILD_TIMEOUT_S = 900
