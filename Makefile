@@ -51,7 +51,7 @@ $(STAMP): requirements.txt requirements-torch.txt
 
 test: setup  ## set up, then run the whole suite (tooling, lab self-tests, notebooks, release, book)
 	@mkdir -p build/tmp
-	$(PY) -m pytest autograder/tests -v --durations=25 -n $(TEST_J) --dist loadgroup
+	$(PY) -m pytest autograder/tests -v --durations=25 -n $(TEST_J)
 
 lab: setup  ## JupyterLab at the course home, with the instructor tools (formgrader, Create Assignment)
 	$(PY) -m labkit lab

@@ -3,6 +3,7 @@ suite over its workers (pytest-xdist, `--dist loadgroup`)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,21 +14,22 @@ import pytest
 
 collect_ignore = ["toylab"]  # the toy lab's graders run inside the grading engine, not as tests of the suite
 
-# Work units for `pytest -n 2 --dist loadgroup`: a test file runs whole on one worker (its module fixtures
-# are built once), except test_labs, whose tests go by lab; the two files that read the book build share a
-# unit, so the book is built once. The longest units start first, so no long one is left for the end.
+# Work units for `pytest -n 2` (pytest-xdist): a test file runs whole on one worker (its module fixtures are
+# built once), except test_labs, whose tests go by lab; the two files that read the book build share a unit,
+# so the book is built once. The longest units start first, so no long one is left for the end.
 BOOK_FILES = {"test_book.py", "test_course_notebooks.py"}
 LONG_FIRST = ["book", "labs-lab07"]  # then every other lab, then the remaining files
 
 
-def _unit(item: pytest.Item) -> str:
-    name = item.path.name
-    if name in BOOK_FILES:
+def _unit(nodeid: str) -> str:
+    path, _, name = nodeid.partition("::")
+    file = path.rsplit("/", 1)[-1]
+    if file in BOOK_FILES:
         return "book"
-    lab = getattr(getattr(item, "callspec", None), "params", {}).get("paths")
-    if name == "test_labs.py" and lab is not None:
-        return f"labs-{lab.lab}"
-    return item.path.stem
+    lab = re.search(r"\[(lab\d+)\]$", name)
+    if file == "test_labs.py" and lab:
+        return f"labs-{lab.group(1)}"
+    return path
 
 
 def _start_order(unit: str) -> tuple[int, str]:
@@ -36,11 +38,20 @@ def _start_order(unit: str) -> tuple[int, str]:
     return (len(LONG_FIRST), unit) if unit.startswith("labs-") else (len(LONG_FIRST) + 1, unit)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist appends the group to each test id
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_unit(item)))
-    items.sort(key=lambda item: _start_order(_unit(item)))  # stable: file order holds within a unit
+    items.sort(key=lambda item: _start_order(_unit(item.nodeid)))  # stable: file order holds within a unit
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with our units as scopes: a worker takes a whole unit, the next free worker
+    the next unit in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 _lab_summaries: list[str] = []
