@@ -150,7 +150,10 @@ def binary_scalar(op, a, scalar):
 
 def reduce_sum(layout, dim, keepdim):
     t = make(layout)
-    return describe(t.sum(dim, keepdim=keepdim), (t,))
+    try:
+        return describe(t.sum(dim, keepdim=keepdim), (t,))
+    except IndexError as exc:
+        return _error(exc)
 
 
 def channels_last_strides(shapes):

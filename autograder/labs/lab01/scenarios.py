@@ -170,7 +170,10 @@ def binary_scalar(sub, op, a, scalar):
 
 def reduce_sum(sub, layout, dim, keepdim, positional=False):
     t = _make(sub, layout)
-    out = t.sum(dim, keepdim) if positional else t.sum(dim, keepdim=keepdim)
+    try:
+        out = t.sum(dim, keepdim) if positional else t.sum(dim, keepdim=keepdim)
+    except Exception as exc:  # noqa: BLE001 - an out-of-range dim must raise IndexError
+        return _error(exc)
     return _describe(sub, out, (t.storage,))
 
 

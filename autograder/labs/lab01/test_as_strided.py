@@ -43,13 +43,14 @@ FIXED = {
 def test_fixed(student, name):
     shape, stride, offset, ops = FIXED[name]
     # no spare storage: the bounds checks are exact
-    oracle.assert_with_companion(student, "as_strided", list(FIXED).index(name), oracle.layout(shape, stride, offset), ops,
-                                 fields=FIELDS, flags=True)
+    dtype = "float64" if name.startswith("contiguous") else "int64"  # a copy keeps the dtype
+    oracle.assert_with_companion(student, "as_strided", list(FIXED).index(name), oracle.layout(shape, stride, offset, dtype=dtype),
+                                 ops, fields=FIELDS, flags=True)
 
 
 @st.composite
 def as_strided_cases(draw):
-    base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True))
+    base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True, dtype=draw(st.sampled_from(["int64", "float64"]))))
     ops = [draw(as_strided_op(None, base["size"]))]
     if draw(st.booleans()):
         ops.append(["contiguous"])
@@ -66,7 +67,8 @@ def test_generated_as_strided(student, case):
 
 @pytest.mark.weight(3)
 @examples(60)
-@given(base=layouts(min_dim=0, max_dim=4, zero_strides=True), twice=st.booleans())
+@given(base=st.sampled_from(["int64", "float64"]).flatmap(lambda dtype: layouts(min_dim=0, max_dim=4, zero_strides=True, dtype=dtype)),
+       twice=st.booleans())
 def test_generated_contiguous(student, base, twice):
     ops = [["contiguous"]] + ([["contiguous"]] if twice else [])  # a second call returns the copy itself
     oracle.assert_chain(student, base, ops, fields=FIELDS, flags=True)

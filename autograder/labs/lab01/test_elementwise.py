@@ -116,6 +116,22 @@ def test_fixed_sum(student, name):
     _check_sum(student, oracle.layout(shape, stride, offset, extra=1), dim, keepdim, positional=name.startswith("1d"))
 
 
+SUM_ERRORS = {  # shape, stride, offset, a dim out of range, a dim of the same tensor that is fine
+    "dim-past-the-end": ([3, 4], [4, 1], 0, 2, 1),
+    "dim-too-negative": ([3, 4], [1, 3], 1, -3, -2),
+    "0d-dim-1": ([], [], 2, 1, -1),
+    "size0-dim-out-of-range": ([2, 0], [1, 1], 0, -3, 0),
+}
+
+
+@pytest.mark.parametrize("name", list(SUM_ERRORS))
+def test_sum_dim_out_of_range(student, name):
+    shape, stride, offset, bad, good = SUM_ERRORS[name]
+    base = oracle.layout(shape, stride, offset, extra=1, dtype="float64")
+    _check_sum(student, base, bad, False)  # raises IndexError, like torch
+    _check_sum(student, base, good, True)  # and the same tensor still sums
+
+
 @pytest.mark.weight(3)
 @examples(50)
 @given(data=st.data())

@@ -16,6 +16,7 @@ FIXED = {
     "permute-too-few": ([2, 3, 4], [12, 4, 1], 0, [["permute", [1, 0]]]),
     "permute-duplicate": ([2, 3, 4], [12, 4, 1], 0, [["permute", [0, 1, 1]]]),
     "permute-out-of-range": ([2, 3], [3, 1], 0, [["permute", [0, 2]]]),
+    "permute-count-before-range": ([3, 4], [4, 1], 0, [["permute", [0, 5, 1]]]),  # the length check comes first
     "select-negative": ([3, 4], [4, 1], 0, [["select", 1, -1]]),
     "select-last-dim": ([2, 3, 4], [1, 2, 6], 2, [["select", -1, 3]]),
     "select-out-of-range": ([3, 4], [4, 1], 0, [["select", 0, 3]]),

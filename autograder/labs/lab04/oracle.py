@@ -373,6 +373,14 @@ def mode_direct(a, b):
     return out
 
 
+def mode_nested(a, b):
+    with _RefLogger() as outer:
+        with _RefLogger() as inner:
+            out = (torch.from_numpy(a) * 2).sum(0)
+        after = torch.from_numpy(b).exp()
+    return {"outer": outer.ops, "inner": inner.ops, "out": out.numpy(), "after": after.numpy()}
+
+
 def cpu_sgd(sizes, seed, x, y, lr, momentum=0.0, steps=1, weights=None, frozen=(), tie=False):
     model = shared.build_mlp(sizes, seed, tie)
     for n, p in model.named_parameters():

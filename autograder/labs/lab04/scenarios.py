@@ -582,6 +582,17 @@ def mode_direct(sub, a, b):
     return out
 
 
+def mode_nested(sub, a, b):
+    """Two of the learner's modes, one inside the other: a mode is switched off only while its own
+    __torch_dispatch__ runs, so each op the inner mode runs still reaches the outer one."""
+    with sub.LoggingMode() as outer:
+        with sub.LoggingMode() as inner:
+            out = (torch.from_numpy(a) * 2).sum(0)
+        after = torch.from_numpy(b).exp()
+    return {"outer": [str(o) for o in outer.ops], "inner": [str(o) for o in inner.ops],
+            "out": _np(out), "after": _np(after)}
+
+
 # -- part python_device ------------------------------------------------------------------------------
 def build_mlp(sizes, seed, tie=False):
     """tie=True: the last Linear shares the first one's weight (sizes like [n, n, n])."""

@@ -56,4 +56,19 @@ def test_mode_returns_real_results(student, seed):
     for key, dtype in DTYPES.items():
         oracle.close(got[key], want[key], f"the result of an op run under LoggingMode ({key})", dtype=dtype)
 
+
+@pytest.mark.weight(2)
+def test_nested_modes_both_see_each_op(student):
+    rng = case_rng(11)
+    a, b = rng.standard_normal((3, int(rng.integers(1, 5)))), rng.standard_normal(int(rng.integers(0, 4)))
+    got, want = student.run("mode_nested", a, b), oracle.mode_nested(a, b)
+    got = replies.dict_of(got, set(want), "the nested LoggingMode scenario")
+    what = "with LoggingMode() as outer: (with LoggingMode() as inner: (a * 2).sum(0)); then b.exp()"
+    for key in ("inner", "outer"):
+        ops = op_list(got[key], f"{key}.ops")
+        assert ops == want[key], (f"{what}: {key}.ops should be {want[key]} (an op the inner mode runs still reaches "
+                                  f"the outer one), got {ops}")
+    oracle.close(got["out"], want["out"], f"{what}: (a * 2).sum(0)", dtype=np.float64)
+    oracle.close(got["after"], want["after"], f"{what}: b.exp()", dtype=np.float64)
+
 # IPT-CANARY lab04 test_logging_mode.py: hidden grading text, never shown to learners
