@@ -14,6 +14,10 @@ from autograder.labs.lab02 import scenarios as interp
 
 RTOL, ATOL = 1e-6, 1e-9
 
+# errors whose message the notebook states: a learner's message must carry the same phrase as torch's
+STATED_MESSAGES = ("does not require grad", "implicitly created only for scalar outputs", "Mismatch in shape",
+                   "backward through the graph a second time")
+
 
 def examples(n: int) -> settings:
     """Hypothesis settings for a grader: the cases are drawn from the grading seed (one per submission,
@@ -284,6 +288,10 @@ def compare_runs(got, want, prog, show_expected=True) -> str | None:
                 return f"For `{context}`: a malformed error report at `{step_text(prog, w[1])}`"
             if g[2] != w[2]:
                 return f"For `{context}`: at `{step_text(prog, w[1])}` torch raises {w[2]}: {w[3][:120]}; you raised {g[2]}: {g[3][:160]}"
+            stated = next((phrase for phrase in STATED_MESSAGES if phrase in w[3]), None)
+            if stated and stated not in g[3]:  # the notebook gives these messages, and the order of the checks
+                return (f"For `{context}`: at `{step_text(prog, w[1])}` torch raises {w[2]}: {w[3][:120]}; yours raised "
+                        f"{g[2]} but says: {g[3][:160]}")
             # the state after an error found midway (freed saved values) depends on the engine's order,
             # which the lab leaves free: only errors found before any node runs have a fixed state
             midway = "second time" in w[3]

@@ -181,6 +181,8 @@ def _graph(api, env, inputs, t):
             label = "AccumulateGrad:" + (owner[0] if owner else "?")
         else:
             label = "op"
+        if not isinstance(node.next_functions, tuple) or not all(isinstance(e, tuple) for e in node.next_functions):
+            label += " whose next_functions is not a tuple of (node, 0) tuples"  # as the notebook and torch have it
         children = []
         for child, nr in node.next_functions:
             if nr != 0:  # every op of this lab (and torch's ops here) has one output: edges end at output 0

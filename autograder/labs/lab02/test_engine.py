@@ -62,6 +62,10 @@ ERRORS = {
                                ["backward", "s", None, False], ["let", "b", "mul", "c", "x"],
                                ["let", "t", "sum", "b", None, False], ["backward", "t", None, False]],
                               (("x", X, True), ("c", W, False))),
+    # not a scalar and no grad: the requires-grad check comes first, as the notebook orders them
+    "nonscalar-root-without-grad": prog([["let", "a", "mul", "c", 2.0], ["backward", "a", None, False],
+                                         ["let", "b", "mul", "c", "x"], ["backward", "b", G, False]],
+                                        (("x", X, True), ("c", W, False))),
 }
 
 

@@ -6,6 +6,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_rng
 from autograder.labs.lab02 import oracle
 from autograder.labs.lab02.strategies import EDGE_BINARY, EDGE_UNARY, ELEMENTWISE, edge_programs, programs
 
@@ -21,6 +22,18 @@ SUM_TO_SIZE = [[((2, 3), (2, 3)), ((4, 3), (3,))], [((4, 3), (1, 3)), ((0, 3), (
 def test_sum_to_size(student, group):
     for shape_in, shape_out in group:
         _check_sum_to_size(student, shape_in, shape_out)
+
+
+@pytest.mark.weight(2)
+def test_sum_to_size_generated(student):
+    """Shapes drawn from this submission's seed: leading dims (size 1 too) over a target whose size-1 dims
+    were broadcast to 0, 1, 2 or 3."""
+    rng = case_rng(41)
+    for _ in range(16):
+        shape_out = [int(n) for n in rng.choice([0, 1, 1, 2, 3], size=int(rng.integers(0, 4)))]
+        lead = [int(n) for n in rng.choice([1, 2, 3], size=int(rng.integers(0, 3)))]
+        shape_in = lead + [int(rng.choice([0, 1, 2, 3])) if n == 1 else n for n in shape_out]
+        _check_sum_to_size(student, tuple(shape_in), tuple(shape_out))
 
 
 def _check_sum_to_size(student, shape_in, shape_out):

@@ -52,6 +52,8 @@ FIXED = {
                        [("e", np.zeros((0, 4))), ("r", np.arange(4.0)), ("x", X)], gradient=True),
     "sum-size-0-keepdim": prog([["let", "v", "sum", "e", 1, True], ["let", "w", "add", "v", "a"], ["let", "t", "sum", "w", -1, False]],
                                [("e", np.zeros((3, 0))), ("a", A)], gradient=True),
+    "mean-size-0-output": prog([["let", "v", "mean", "e", 1, False], ["let", "u", "sum", "v", None, False],
+                                ["let", "w", "mul", "u", "x"]], [("e", np.zeros((0, 3))), ("x", X)], gradient=True),
     "reshape-minus-one": prog([["let", "v", "reshape", "x", [-1, 4]], ["let", "w", "mul", "v", "v"]], [("x", X)], gradient=True),
     "reshape-zero-d": prog([["let", "v", "reshape", "o", []], ["let", "w", "mul", "v", "x"]],
                            [("o", np.array([[2.0]])), ("x", A)], gradient=True),

@@ -250,6 +250,7 @@ BATTERY = {
     "mul_wrong_second_input": (_MulWrongSecond, _inputs_pair, None),
     "mul_garbage_for_input_without_grad": (_MulGarbageNoGrad, lambda rng, n: _inputs_pair(rng, n, second=False), None),
     "mul_second_captured": (_Mul, _inputs_pair, (1,)),
+    "mul_same_tensor_twice": (_Mul, lambda rng, n: [(rng.standard_normal((n, 2)), True), ("same", 0)], None),
     "add_broadcast_ok": (_AddBroadcast, _inputs_bcast, None),
     "add_broadcast_mean": (_AddBroadcastNoSum, _inputs_bcast, None),
     "add_bias_captured": (_AddBroadcast, _inputs_bcast, (1,)),
@@ -275,6 +276,8 @@ def battery_inputs(name, seed, n):
     for spec in BATTERY[name][1](rng, n):
         if isinstance(spec[0], str) and spec[0] == "float":
             out.append(float(spec[1]))
+        elif isinstance(spec[0], str) and spec[0] == "same":
+            out.append(out[spec[1]])  # the very same tensor object again
         elif isinstance(spec[0], str) and spec[0] == "T":
             base = torch.tensor(spec[1], dtype=torch.float64)
             out.append(base.T.requires_grad_(spec[2]))  # a non-contiguous leaf
@@ -391,6 +394,7 @@ HVP_FUNCS = {
     "quadratic": lambda x: 0.5 * (x * torch.arange(1.0, x.numel() + 1, dtype=x.dtype) * x).sum(),
     "sin_prod": lambda x: torch.sin(x).prod() + (x ** 4).sum(),
     "linear": lambda x: (3.0 * x).sum(),
+    "plain_sum": lambda x: x.sum(),  # its tangent v.sum() has no history at all: H·v is zeros
     "old_style_cube": lambda x: _OldStyleCube.apply(x).sum() + (x * x).sum(),
     "forward_only_cube": lambda x: _CubeFwdOnly.apply(x).sum() + torch.sin(x).sum(),
 }
@@ -438,6 +442,8 @@ def build_model(kind, d, h, c):
         return nn.Sequential(nn.Linear(d, h), nn.Tanh(), _Scaled(h, c))
     if kind == "batchnorm":
         return nn.Sequential(nn.Linear(d, h), nn.BatchNorm1d(h), nn.Tanh(), nn.Linear(h, c))
+    if kind == "flatten":  # needs the batch dim: nn.Flatten() refuses a 1-d sample
+        return nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, c), nn.Flatten())
     return nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, c))
 
 

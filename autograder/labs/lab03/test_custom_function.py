@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_seed
 from autograder.labs.lab03 import oracle
 
 NAMES = ("x", "weight", "bias")
@@ -63,6 +64,12 @@ def test_generated(student, seed, batch, n_in, n_out, bias, dtype, requires):
     assume(any(requires[:3 if bias else 2]))  # nothing requires grad: backward has no graph to run
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else {}
     check_against_torch(student, *case(seed, batch, n_in, n_out, bias, dtype), requires=requires, **tol)
+
+
+@pytest.mark.parametrize("requires", [(False, True, False), (False, True, True), (True, False, False), (False, False, True)])
+def test_only_some_inputs_require_grad(student, requires):
+    """Each gradient is computed when its own input needs it (ctx.needs_input_grad[i]), and only then."""
+    check_against_torch(student, *case(case_seed(14) % 2**16, 3, 4, 2), requires=requires)
 
 
 def test_bias_none(student):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.engine.plugin import case_rng, case_seed
 from autograder.labs.lab03 import oracle
 
 
@@ -51,6 +52,15 @@ def test_generated(student, seed, shape):
 def test_zero_dim_and_empty(student):
     check_against_torch(student, *case(5, ()))
     check_against_torch(student, *case(6, (0, 3)))
+
+
+def test_saturated_inputs(student):
+    """Far from 0 sigmoid saturates: the derivatives there are 0 or finite, never NaN (an exp(-z) in
+    the formula overflows)."""
+    rng = case_rng(12)
+    x = np.array([-1000.0, -750.0, -40.0, 0.5, 40.0, 750.0, 1000.0]) * rng.uniform(0.9, 1.1, 7)
+    g, vx = oracle.arrays(case_seed(12), (7,), (7,))
+    check_against_torch(student, x, 1.0 + float(rng.uniform(0, 0.5)), g, vx, float(rng.uniform(-1, 1)))
 
 
 def test_is_a_function_node(student):

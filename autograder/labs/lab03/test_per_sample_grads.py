@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_seed
 from autograder.labs.lab03 import oracle
 
 
@@ -51,7 +52,7 @@ def test_small(student):
 @pytest.mark.weight(4)
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**16), batch=st.integers(1, 6), d=st.integers(1, 5), h=st.integers(1, 6),
-       c=st.integers(2, 4), kind=st.sampled_from(["mlp", "mlp", "nested"]), impl=st.sampled_from(["vmap", "vmap", "loop"]))
+       c=st.integers(2, 4), kind=st.sampled_from(["mlp", "mlp", "nested", "flatten"]), impl=st.sampled_from(["vmap", "vmap", "loop"]))
 def test_generated(student, seed, batch, d, h, c, kind, impl):
     check(student, *case(seed, batch, d, h, c, kind), impl=impl, kind=kind)
 
@@ -67,6 +68,13 @@ def test_frozen_parameters(student, impl):
 @pytest.mark.parametrize("impl", ["vmap", "loop"])
 def test_nested_module_with_own_parameters(student, impl):
     check(student, *case(6, 4, 3, 5, 3, "nested"), impl=impl, kind="nested", twice=True)
+
+
+@pytest.mark.parametrize("impl", ["vmap", "loop"])
+def test_model_that_needs_the_batch_dim(student, impl):
+    """The model ends in nn.Flatten(), which refuses a sample without its batch dim: inside grad, each
+    sample goes through the model as a batch of one (unsqueeze(0)), as the notebook says."""
+    check(student, *case(case_seed(13) % 2**16, 3, 4, 3, 3, "flatten"), impl=impl, kind="flatten")
 
 
 def test_batch_of_one(student):

@@ -67,6 +67,8 @@ def test_kernel_error_restores_state(student):
     # an error below the autograd kernel / the tracer propagates, records nothing and leaves the TLS as it was
     check_program(student, [[[CPU, AG, TR], True, 2.0]], [["fail", [0], {}], ["square", [0], {}], ["fail", [1], {}, ["include", [PY]]],
                                                            ["mul", [1, 0], {}]])
+    # without the tracer on top (its guard would put the TLS back and hide a leak in the autograd kernel's)
+    check_program(student, [[[CPU, AG], True, 3.0]], [["fail", [0], {}], ["square", [0], {}], ["mul", [1, 0], {}]])
 
 
 @pytest.mark.weight(2)

@@ -525,7 +525,17 @@ def backend_recompile(sub):
         dynamic_outs = _error(exc)
     finally:
         torch._dynamo.reset()
-    return {"outs": outs, "dynamic_outs": dynamic_outs}
+    # an int argument that changes: recompiled with the int as a SymInt placeholder of the graph
+    scaled = torch.compile(lambda x, n: (x * n).sin(), backend=sub.fusing_backend)
+    int_outs = []
+    try:
+        for n in (2, 3, 5):
+            int_outs.append(_np(scaled(torch.linspace(-1, 1, 9), n)))
+    except Exception as exc:  # noqa: BLE001
+        int_outs = _error(exc)
+    finally:
+        torch._dynamo.reset()
+    return {"outs": outs, "dynamic_outs": dynamic_outs, "int_outs": int_outs}
 
 
 # -- part speed --------------------------------------------------------------------------------------

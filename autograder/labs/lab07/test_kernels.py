@@ -1,19 +1,20 @@
 """Part `kernels`: the C source generate_kernel writes for one group is compiled and run by the grader itself,
 in its clean room (none of the learner's Python loaded), on the grader's inputs, and compared with torch;
 the learner's run_kernel and build cache are checked on values too."""
+import zlib
+
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_seed
 from autograder.labs.lab07 import oracle
 
 LONG_SUM = "sum_long_row"          # graded by test_long_row_sum_precision, on inputs of its own
 OPS = [op for op in oracle.shared.OPS if op != LONG_SUM]
 SPECIAL = {"add": [np.inf, -np.inf, 0.0], "neg": [np.inf, -np.inf], "exp": [-np.inf, 0.0, 80.0, -80.0],
-           "sigmoid": [np.inf, -np.inf, 30.0, -30.0], "tanh": [np.inf, -np.inf, 20.0], "relu": [np.inf, -np.inf, 0.0, -0.0],
+           "sigmoid": [np.inf, -np.inf, 30.0, -30.0, -100.0, -1000.0], "tanh": [np.inf, -np.inf, 20.0], "relu": [np.inf, -np.inf, 0.0, -0.0],
            "abs": [-np.inf, -0.0], "maximum": [np.inf, -np.inf], "minimum": [np.inf, -np.inf],
            "clamp": [np.inf, -np.inf], "where_gt": [np.inf, -np.inf], "sum_last": [40.0, -40.0], "amax_last": [-np.inf, np.inf]}
 
@@ -66,13 +67,11 @@ COMPANION = {"size0": "bias_row"}
 
 @pytest.mark.parametrize("op", OPS)
 def test_op(student, clean_room, op):
-    @settings(max_examples=2)
-    @given(seed=st.integers(0, 2**16), special=st.booleans())
-    def check(seed, special):
-        check_op(student, clean_room, op, seed, special)
+    seed = case_seed(zlib.crc32(op.encode())) % 2**16
+    for special in (False, True):  # plain values, then the same kernel with inf, 0 and large values among them
+        check_op(student, clean_room, op, seed + special, special)
         if op in COMPANION:
-            check_op(student, clean_room, COMPANION[op], seed, special)
-    check()
+            check_op(student, clean_room, COMPANION[op], seed + special, special)
 
 
 def long_sum_inputs(seed):
