@@ -1,5 +1,5 @@
 """The suite's own settings, the book build that two test files share, and how `make test` splits the
-suite over its workers (pytest-xdist, `--dist loadgroup`)."""
+suite over its workers (pytest-xdist, with a scheduler of its own below)."""
 from __future__ import annotations
 
 import os
