@@ -60,6 +60,18 @@ def build_root(root, plan):
     _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def loopback_up():
+    """Bring up this network namespace's loopback interface (it starts down): ranks of a distributed lab
+    talk TCP on 127.0.0.1, and nothing else is reachable from the namespace."""
+    import fcntl
+    import socket
+    import struct
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))  # SIOCSIFFLAGS, IFF_UP
+
+
 def set_limits(limits):
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -77,6 +89,8 @@ def main():
     plan = json.loads(sys.argv[1])
     root = plan["root"]
     build_root(root, plan)
+    if plan.get("loopback"):
+        loopback_up()
     os.chroot(root)
     os.chdir("/tmp")
     set_limits(plan["limits"])

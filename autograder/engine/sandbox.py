@@ -93,6 +93,7 @@ class SandboxSpec:
     limits: Limits = field(default_factory=Limits)
     level: str = "auto"
     preload: tuple[str, ...] = ()  # extra modules the zygote imports once (e.g. torch._dynamo)
+    loopback: bool = False  # level namespaces: bring up the namespace's own loopback interface (ranks that talk TCP)
 
 
 def _site_packages() -> Path:
@@ -258,6 +259,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
             "argv": argv,
             "env": _worker_env("/tmp", {"LD_LIBRARY_PATH": "/ipt/python/lib"}),
             "uid": grading_uid(),
+            "loopback": spec.loopback,
         }
         cmd = ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
                str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]
@@ -291,6 +293,44 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
     proc.workdir = workdir  # removed by terminate()
     _live.add(proc.pid)
     return proc
+
+
+def peer_uid() -> int | None:
+    """The unprivileged uid of a trusted program that talks to P1 over the network (lab09's referee rank),
+    other than the learner's, so that P1 can neither signal nor trace it; None where it keeps its uid
+    (not root, or the course tree is not readable by other users)."""
+    if os.geteuid() != 0 or uid_level_problem() is not None:
+        return None
+    return grading_uid() + UID_COUNT
+
+
+def trusted_peer(module: str, net_pid: int | None) -> tuple[list[str], dict[str, str], object]:
+    """(argv, env, preexec_fn) that run `python -m module` of the course tree as a trusted P0 program beside
+    a sandbox. It joins the network namespace of process `net_pid` (the sandbox's own loopback-only network;
+    None at levels without one: the host's) and nothing else of the sandbox: P0's files, P0's pid space.
+    It runs as `peer_uid()` where there is one (with an interpreter that user can run, P0's site-packages and
+    the course tree on its path) and never loads learner code."""
+    from autograder.paths import REPO
+    uid = peer_uid()
+    exe, prefix = _unprivileged_python() if uid is not None else (Path(sys.executable), Path(sys.base_prefix))
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": f"{_site_packages()}:{REPO}", "LD_LIBRARY_PATH": str(prefix / "lib")}
+    import ctypes  # before the uid changes: P0's standard library may be private to root
+    libc = ctypes.CDLL(None, use_errno=True)
+    namespace = None if net_pid is None else f"/proc/{net_pid}/ns/net"
+
+    def confine():
+        if namespace is not None:
+            fd = os.open(namespace, os.O_RDONLY)
+            if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                raise OSError(ctypes.get_errno(), f"setns {namespace}")
+            os.close(fd)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    return [str(exe), "-s", "-B", "-m", module], env, confine
 
 
 _reaper = False

@@ -83,6 +83,16 @@ class Student:
         self.outputs: list[_Capped] = []
         self._ids = 0
 
+    @property
+    def net_pid(self) -> int | None:
+        """A host pid whose network namespace is this worker's (level namespaces), for
+        `sandbox.net_prefix`; None where the worker shares the host's network."""
+        if self.level != "namespaces":
+            return None
+        if isinstance(self.proc, sandbox.ZygoteChild):
+            return self.proc.zygote.proc.pid
+        return self.proc.pid if self.proc is not None else (self.zygote.proc.pid if self.zygote else None)
+
     # -- process lifecycle -------------------------------------------------------------------
     def _start(self) -> None:
         """Start a worker and load the cells; a cell that hangs or kills the process while loading

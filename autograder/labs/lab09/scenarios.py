@@ -1,0 +1,173 @@
+# IPT-CANARY lab09 scenarios.py: hidden grading text, never shown to learners
+"""lab09 scenarios: run on the student side (P1), against the learner's module `sub`.
+
+`world(sub, port, world, seat, cases, timeout)` forks one process per learner rank (every rank but
+`seat`, where P0's referee sits). Each joins the gloo group through the TCPStore the referee serves on
+127.0.0.1:port (seat None: all ranks are here and meet through a FileStore in /tmp), runs the cases in
+order with the learner's functions, and hands back per case what the call returned and what the tensor
+it was given holds afterwards. A rank stops at its first exception (its peers cannot go on either).
+
+Trust: these functions only build inputs, call the learner's code and return the values it produced.
+P0 compares them, and what its referee received, with its own model; nothing here reports how a value
+was computed.
+"""
+import datetime
+import os
+import pickle
+import select
+import tempfile
+import time
+
+import numpy as np
+
+
+def ready(sub):
+    return True
+
+
+def _tensor(value, layout):
+    import torch
+    if layout == "t" and value.ndim == 2:
+        return torch.from_numpy(np.ascontiguousarray(value.T)).T      # same values, strides transposed
+    return torch.from_numpy(np.array(value, copy=True))
+
+
+def _out(value):
+    import torch
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().contiguous().numpy().copy()
+    if isinstance(value, (list, tuple)):
+        return [_out(v) for v in value]
+    return repr(type(value).__name__)
+
+
+def _op(name):
+    from torch.distributed import ReduceOp
+    return getattr(ReduceOp, name.upper())
+
+
+def _call(sub, case, group):
+    kind = case["kind"]
+    extra = {} if group is None else {"group": group}
+    if kind == "all_to_all":
+        chunks = [_tensor(c, "c") for c in case["input"]]
+        return {"results": _out(sub.all_to_all(chunks, **extra))}
+    if kind == "all_gather":
+        return {"result": _out(sub.ring_all_gather(_tensor(case["input"], "c"), case["sizes"], **extra))}
+    t = _tensor(case["input"], case["layout"])
+    if kind == "broadcast":
+        ret = sub.tree_broadcast(t, case["root"], **extra)
+    elif kind == "reduce":
+        ret = sub.tree_reduce(t, case["root"], _op(case["op"]), **extra)
+    elif kind == "all_reduce":
+        ret = sub.ring_all_reduce(t, _op(case["op"]), **extra)
+    elif kind == "reduce_scatter":
+        return {"result": _out(sub.ring_reduce_scatter(t, _op(case["op"]), **extra)), "tensor": _out(t)}
+    else:
+        raise ValueError(kind)
+    return {"ret": _out(ret), "tensor": _out(t)}
+
+
+def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    delta = datetime.timedelta(seconds=timeout)
+    if port is not None:
+        store = dist.TCPStore("127.0.0.1", port, world, False, timeout=delta)
+    else:
+        store = dist.FileStore(os.path.join(folder, "store"), world)
+        store.set_timeout(delta)
+    dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=delta)
+    group = dist.new_group(group_ranks) if group_ranks else None    # every rank calls it, members or not
+    results = []
+    try:
+        for case in cases:
+            try:
+                results.append(_call(sub, case, group))
+            except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+                results.append({"error": type(exc).__name__[:80], "message": str(exc)[:200]})
+                if not case.get("expect_error"):
+                    break
+    finally:
+        store.add("done", 1)
+        if port is None:  # no referee serving the store: wait for the others before leaving
+            deadline = time.monotonic() + timeout
+            while int(store.add("done", 0)) < world and time.monotonic() < deadline:
+                time.sleep(0.005)
+        dist.destroy_process_group()
+    return results
+
+
+def world(sub, port, world, seat, cases, timeout, group=None):
+    folder = tempfile.mkdtemp(prefix="world-")
+    children = {}
+    for key in cases:
+        rank = int(key)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                answer = _rank(sub, rank, world, port, folder, cases[key], timeout, group)
+            except BaseException as exc:  # noqa: BLE001
+                answer = {"error": type(exc).__name__[:80], "message": str(exc)[:200]}
+            with os.fdopen(write, "wb") as f:
+                f.write(pickle.dumps(answer))
+            os._exit(0)
+        os.close(write)
+        children[read] = (rank, pid, [])
+    deadline = time.monotonic() + timeout + 5
+    open_fds = set(children)
+    while open_fds and time.monotonic() < deadline:
+        ready_fds, _, _ = select.select(list(open_fds), [], [], 0.05)
+        for fd in ready_fds:
+            chunk = os.read(fd, 1 << 20)
+            if chunk:
+                children[fd][2].append(chunk)
+            else:
+                open_fds.discard(fd)
+    replies = {}
+    for fd, (rank, pid, chunks) in children.items():
+        if fd in open_fds:
+            os.kill(pid, 9)
+        os.close(fd)
+        os.waitpid(pid, 0)
+        try:
+            replies[str(rank)] = pickle.loads(b"".join(chunks))
+        except Exception:  # noqa: BLE001
+            replies[str(rank)] = {"error": "Timeout" if fd in open_fds else "Crash",
+                                  "message": "the rank did not finish" if fd in open_fds else "the rank died"}
+    return replies
+
+
+def _each(cases, fn):
+    results = []
+    for case in cases:
+        try:
+            results.append({"value": fn(*case)})
+        except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+            results.append({"error": type(exc).__name__[:80], "message": str(exc)[:200]})
+    return results
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(type(value).__name__)
+
+
+def tree_shape(sub, cases):
+    """[(v, world)] -> {"value": [parent, children]} per case."""
+    return _each(cases, lambda v, world: [_plain(sub.binomial_parent(v)), _plain(sub.binomial_children(v, world))])
+
+
+def bounds(sub, cases):
+    return _each(cases, lambda n, world: _plain(sub.chunk_bounds(n, world)))
+
+
+def fit(sub, cases):
+    return _each(cases, lambda sizes, seconds: _plain(sub.fit_alpha_beta(list(sizes), list(seconds))))
