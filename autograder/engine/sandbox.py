@@ -304,8 +304,8 @@ def peer_uid() -> int | None:
     return grading_uid() + UID_COUNT
 
 
-def trusted_peer(module: str, net_pid: int | None) -> tuple[list[str], dict[str, str], object]:
-    """(argv, env, preexec_fn) that run `python -m module` of the course tree as a trusted P0 program beside
+def trusted_peer(args: list[str], net_pid: int | None) -> tuple[list[str], dict[str, str], object]:
+    """(argv, env, preexec_fn) that run `python *args` (e.g. ["-m", module]) as a trusted P0 program beside
     a sandbox. It joins the network namespace of process `net_pid` (the sandbox's own loopback-only network;
     None at levels without one: the host's) and nothing else of the sandbox: P0's files, P0's pid space.
     It runs as `peer_uid()` where there is one (with an interpreter that user can run, P0's site-packages and
@@ -330,7 +330,7 @@ def trusted_peer(module: str, net_pid: int | None) -> tuple[list[str], dict[str,
             os.setgid(uid)
             os.setuid(uid)
             libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-    return [str(exe), "-s", "-B", "-m", module], env, confine
+    return [str(exe), "-s", "-B", *args], env, confine
 
 
 _reaper = False

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -95,6 +96,33 @@ def test_confined_process_sees_nothing_of_the_course(toy):
         assert "work" not in seen["root"] and "root" not in seen["root"], seen["root"]
         assert seen["network"] != "connected"
     print(f"sandbox level on this host: {level}")
+
+
+def test_loopback_and_a_trusted_peer_beside_the_sandbox(toy):
+    """lab.toml `loopback = true` gives the namespace a working 127.0.0.1 (it starts down: nothing can listen
+    there), and `sandbox.trusted_peer` runs a P0 program in that namespace's network only, under a uid of
+    its own (lab09's referee rank)."""
+    import subprocess
+    plain = sandbox.SandboxSpec("lab00", ("torch",))
+    with Student(plain, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
+        got = student.run("listen")
+        if student.level != "namespaces":
+            pytest.skip(f"no network namespace at sandbox level {student.level}")
+        assert got["reach"] != "ok", "a namespace without loopback should not reach its own 127.0.0.1"
+    spec = sandbox.SandboxSpec("lab00", ("torch",), loopback=True)
+    with Student(spec, [("setup", "import numpy as np")], scenarios=scenarios(toy)) as student:
+        got = student.run("listen")
+        assert got["reach"] == "ok", f"with loopback = true the sandbox should reach its own 127.0.0.1, got {got['reach']}"
+        port = got["port"]
+        code = ("import os, socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10); "
+                "s.sendall(b'uid %d' % os.getuid()); s.close()")
+        argv, env, confine = sandbox.trusted_peer(["-c", code, str(port)], student.net_pid)
+        peer = subprocess.Popen(argv, env=env, preexec_fn=confine, stderr=subprocess.PIPE)
+        got = student.run("accepted")
+        assert peer.wait(timeout=30) == 0, peer.stderr.read().decode()[-2000:]
+    expected = sandbox.peer_uid() if sandbox.peer_uid() is not None else os.getuid()
+    assert got == f"uid {expected}", f"the peer should connect from inside the namespace as uid {expected}, sent {got!r}"
+    assert expected != sandbox.grading_uid()
 
 
 def test_confined_process_can_build_and_call_c(toy):

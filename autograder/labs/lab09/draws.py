@@ -52,3 +52,11 @@ def odd_size(rng, world) -> int:
 
 def seat(rng, world) -> int:
     return int(rng.integers(world))
+
+
+def subgroup(rng, world, size) -> list[int]:
+    """Sorted global ranks of a group whose group ranks are not all equal to the global ones (never 0..size-1)."""
+    while True:
+        group = sorted(int(r) for r in rng.choice(world, size, replace=False))
+        if group != list(range(size)):
+            return group

@@ -63,6 +63,6 @@ def test_bad_arguments(student, referee):
 def test_subgroup(student, referee):
     """A group of two of the three ranks: peers are group ranks."""
     rng = case_rng(750)
-    group = sorted(int(r) for r in rng.choice(3, 2, replace=False))
+    group = draws.subgroup(rng, 3, 2)
     seat = group[int(rng.integers(2))]
     play(student, referee, 3, seat, [Case("all_to_all", chunks(rng, 2, "float32"))], case_seed(751), group=group).check()

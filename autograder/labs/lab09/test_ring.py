@@ -144,7 +144,7 @@ def test_subgroup(student, referee):
     """A group of three of the four ranks: ranks and peers are group ranks (dist.get_rank(group), group_dst=,
     group_src=); the rank outside the group takes no part."""
     rng = case_rng(1000)
-    group = sorted(int(r) for r in rng.choice(4, 3, replace=False))
+    group = draws.subgroup(rng, 4, 3)
     seat = group[int(rng.integers(3))]
     cases = [Case("all_reduce", draws.per_rank(rng, 3, (draws.odd_size(rng, 3),), "float32"), op="sum"),
              Case("reduce_scatter", draws.per_rank(rng, 3, (int(rng.integers(4, 30)),), "float32"), op="sum"),

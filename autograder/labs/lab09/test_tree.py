@@ -94,7 +94,7 @@ def test_bad_root_and_op(student, referee):
 def test_subgroup(student, referee):
     """A group of three of the four ranks: src and dst are group ranks; the rank outside takes no part."""
     rng = case_rng(870)
-    group = sorted(int(r) for r in rng.choice(4, 3, replace=False))
+    group = draws.subgroup(rng, 4, 3)
     seat = group[int(rng.integers(3))]
     cases = [Case("broadcast", draws.per_rank(rng, 3, (5,), "float32"), root=int(rng.integers(3))),
              Case("reduce", draws.per_rank(rng, 3, (int(rng.integers(20, 80)),), "float32"), op="sum", root=int(rng.integers(3)))]

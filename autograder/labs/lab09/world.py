@@ -99,11 +99,10 @@ class Referee:
         if self.proc is not None and self.proc.poll() is None and net_pid == self.net_pid:
             return
         self.close()
-        uid = sandbox.peer_uid()
-        argv, env, confine = sandbox.trusted_peer("autograder.labs.lab09.referee", net_pid)
+        argv, env, confine = sandbox.trusted_peer(["-m", "autograder.labs.lab09.referee"], net_pid)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      env=env, cwd="/", preexec_fn=confine, start_new_session=True)
-        self.net_pid, self.uid = net_pid, uid
+        self.net_pid, self.uid = net_pid, sandbox.peer_uid()
 
     def start(self, world: int, seat: int, scripts: list, timeout: float, sentinel_seed: int, group=None) -> "Job":
         self._ensure()

@@ -62,3 +62,33 @@ def compile_c(sub):
     fn = ctypes.CDLL(library).twice_sin
     fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
     return fn(0.5)
+
+
+_listener = {}
+
+
+def listen(sub):
+    """Listen on 127.0.0.1 (a free port) and try to reach it from here: {"port": N, "reach": "ok" or the
+    error's name} (a namespace's loopback starts down: binding works, connecting does not)."""
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2)
+    _listener["sock"] = sock
+    port = sock.getsockname()[1]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        sock.accept()[0].close()
+        reach = "ok"
+    except OSError as exc:
+        reach = type(exc).__name__
+    return {"port": port, "reach": reach}
+
+
+def accepted(sub):
+    """What the first connection to `listen`'s port sent."""
+    sock = _listener["sock"]
+    sock.settimeout(20)
+    conn, _ = sock.accept()
+    with conn:
+        return conn.recv(64).decode()
