@@ -48,3 +48,13 @@ def test_lab08_benchmark_prints_its_ratios():
     print(proc.stdout)
     rows = re.findall(r"^\s+\d+ x \d+ x \d+\s+\d+\.\d+\s+(\d+\.\d\d)x\s+(\d+\.\d\d)x\s+(\d+\.\d\d)x$", proc.stdout, re.M)
     assert len(rows) == 2 and all(float(v) > 0 for row in rows for v in row), f"expected two ratio rows in:\n{proc.stdout}"
+
+
+def test_lab09_benchmark_prints_its_ratios():
+    """A small tensor, two rounds, one world of two ranks: the reference's result is checked against gloo's
+    before it is timed."""
+    proc = bench("lab09", "--mib", "0.25", "--worlds", "2", "--rounds", "2", "--repeats", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    found = re.search(r"^W=2: bus-bandwidth ratio ours/gloo: median (\d+\.\d\d)", proc.stdout, re.M)
+    assert found and float(found.group(1)) > 0, f"no ratio line in:\n{proc.stdout}"
