@@ -1031,6 +1031,24 @@ def profile(sub, name, seed=0, runs=3, top=5, edit=False, inject=None, program=N
     return out
 
 
+def profile_pause(sub, runs, pause):
+    """profile_graph on x -> pause(x) -> + 1, where pause sleeps `pause` seconds per call (time.sleep waits at
+    least that long, however busy the machine): the node's seconds must add up over the runs."""
+    import operator
+    import time
+
+    def pause_node(x):
+        time.sleep(pause)
+        return x
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(operator.add, (graph.call_function(pause_node, (x,)), 1.0)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    report = sub.profile_graph(gm, torch.ones(3), runs=runs)
+    return {str(k): {"seconds": float(v["seconds"]), "calls": int(v["calls"])} for k, v in dict(report["nodes"]).items()}
+
+
 def summary_of(sub, nodes, total, runs, top):
     """profile_summary on a report P0 made up: total deliberately larger than the sum of the node times
     (as the interpreter's own overhead makes it), so a share must be seconds / report['total']."""

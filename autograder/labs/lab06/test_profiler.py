@@ -87,6 +87,22 @@ def check_injected(got, name, inject, edit, program=None):
     assert all(v == 1 for k, v in calls.items() if k in ran), f"{what}: each node ran once, got calls {calls}"
 
 
+@pytest.mark.weight(2)
+def test_node_times_add_up_over_runs(student):
+    """A node that sleeps a known time per call (time.sleep waits at least that long, on a busy machine
+    too): after `runs` runs its seconds are at least runs x the pause. A lower bound only: no verdict
+    rests on how long anything else took."""
+    rng = case_rng(67)
+    runs, pause = int(rng.integers(3, 7)), 0.004
+    nodes = replies.dict_of(student.run("profile_pause", runs, pause), set(), "profile_graph's report['nodes']")
+    what = f"profile_graph(gm, x, runs={runs}) on x -> pause_node(x) -> add, where pause_node sleeps {1e3 * pause:g} ms per call"
+    entry = replies.dict_of(nodes.get("pause_node"), {"seconds", "calls"}, f"{what}: report['nodes']['pause_node']")
+    calls, seconds = replies.integer(entry["calls"], f"{what}: calls"), replies.number(entry["seconds"], f"{what}: seconds")
+    assert calls == runs, f"{what}: pause_node ran {runs} times, calls should be {runs}, got {calls}"
+    assert seconds >= runs * pause * (1 - 1e-6), (
+        f"{what}: its seconds should add up over the {runs} runs, at least {1e3 * runs * pause:g} ms; got {1e3 * seconds:.2f} ms")
+
+
 @pytest.mark.parametrize("top", [3, 6])
 def test_summary(student, top, measurement):
     got, what = run_profile(student, "heavy", 2, top)
