@@ -98,38 +98,25 @@ def reduce(inputs: list[np.ndarray], dst: int, op: str) -> World:
     return w
 
 
-def _ring_reduce_scatter(flats, bounds, fn, w):
+def _ring_pass(flats, bounds, w, shift: int, fold=None):
+    """W - 1 ring steps on every rank's flat copy: at step s rank r sends chunk (r - shift - s) to r + 1 and
+    receives chunk (r - shift - 1 - s) from r - 1, which it folds into its own as fold(received, own) (the
+    reduce-scatter: shift 1) or copies (the all-gather: shift 0, fold None)."""
     world = len(flats)
     for step in range(world - 1):
         outgoing = []
         for r in range(world):
-            c = (r - 1 - step) % world
+            c = (r - shift - step) % world
             outgoing.append(flats[r][bounds[c]:bounds[c + 1]].copy())
         for r in range(world):
             right, left = (r + 1) % world, (r - 1) % world
             if outgoing[r].size:
                 w.events[r].append(("send", right, outgoing[r]))
-            c = (r - 2 - step) % world
             if outgoing[left].size:
                 w.events[r].append(("recv", left, outgoing[left]))
-            flats[r][bounds[c]:bounds[c + 1]] = fn(outgoing[left], flats[r][bounds[c]:bounds[c + 1]])
-
-
-def _ring_all_gather(flats, bounds, w):
-    world = len(flats)
-    for step in range(world - 1):
-        outgoing = []
-        for r in range(world):
-            c = (r - step) % world
-            outgoing.append(flats[r][bounds[c]:bounds[c + 1]].copy())
-        for r in range(world):
-            right, left = (r + 1) % world, (r - 1) % world
-            if outgoing[r].size:
-                w.events[r].append(("send", right, outgoing[r]))
-            c = (r - 1 - step) % world
-            if outgoing[left].size:
-                w.events[r].append(("recv", left, outgoing[left]))
-            flats[r][bounds[c]:bounds[c + 1]] = outgoing[left]
+            c = (r - shift - 1 - step) % world
+            own = flats[r][bounds[c]:bounds[c + 1]]
+            flats[r][bounds[c]:bounds[c + 1]] = outgoing[left] if fold is None else fold(outgoing[left], own)
 
 
 def reduce_scatter(inputs: list[np.ndarray], op: str) -> World:
@@ -137,7 +124,7 @@ def reduce_scatter(inputs: list[np.ndarray], op: str) -> World:
     w = _new(world)
     flats = [x.reshape(-1).copy() for x in inputs]
     bounds = chunk_bounds(flats[0].size, world)
-    _ring_reduce_scatter(flats, bounds, OPS[op], w)
+    _ring_pass(flats, bounds, w, 1, OPS[op])
     for r in range(world):
         w.values[r]["result"] = flats[r][bounds[r]:bounds[r + 1]].copy()
         w.values[r]["tensor"] = inputs[r].copy()
@@ -154,7 +141,7 @@ def all_gather(chunks: list[np.ndarray]) -> World:
         flat = np.zeros(bounds[-1], dtype=chunks[r].dtype)
         flat[bounds[r]:bounds[r + 1]] = chunks[r].reshape(-1)
         flats.append(flat)
-    _ring_all_gather(flats, [int(b) for b in bounds], w)
+    _ring_pass(flats, [int(b) for b in bounds], w, 0)
     for r in range(world):
         w.values[r]["result"] = flats[r]
     return w
@@ -166,8 +153,8 @@ def all_reduce(inputs: list[np.ndarray], op: str) -> World:
     flats = [x.reshape(-1).copy() for x in inputs]
     bounds = chunk_bounds(flats[0].size, world)
     if world > 1:
-        _ring_reduce_scatter(flats, bounds, OPS[op], w)
-        _ring_all_gather(flats, bounds, w)
+        _ring_pass(flats, bounds, w, 1, OPS[op])
+        _ring_pass(flats, bounds, w, 0)
     for r in range(world):
         w.values[r]["tensor"] = flats[r].reshape(inputs[r].shape)
     return w
