@@ -275,6 +275,16 @@ def draw_collectives(panels, origin, title=None):
 
 
 # -------------------------------------------------------------------- cost model
+def _log_axes(ax, ylabel):
+    """Log-log axes over message sizes, with a light grid and a legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size n (bytes)", fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.grid(True, which="major", color="#eeeeee")
+    ax.legend(fontsize=8, frameon=False)
+
+
 def draw_alpha_beta(measured: dict, lines: dict, busbw: dict | None = None,
                     bandwidth=None, title=None):
     """Time against message size on log-log axes, and optionally bus bandwidth.
@@ -294,12 +304,7 @@ def draw_alpha_beta(measured: dict, lines: dict, busbw: dict | None = None,
     for label, (x, t, color, style) in lines.items():
         ax.plot(x, np.asarray(t) * 1e6, style, lw=1.4, color=PALETTE[color % len(PALETTE)],
                 label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("message size n (bytes)", fontsize=9)
-    ax.set_ylabel("time per all_reduce (µs)", fontsize=9)
-    ax.grid(True, which="major", color="#eeeeee")
-    ax.legend(fontsize=8, frameon=False)
+    _log_axes(ax, "time per all_reduce (µs)")
     if busbw is not None:
         bx = axes[1]
         for label, (x, bw, color) in busbw.items():
@@ -308,12 +313,7 @@ def draw_alpha_beta(measured: dict, lines: dict, busbw: dict | None = None,
         if bandwidth is not None:
             bx.axhline(bandwidth[0] / 1e9, color="#777777", lw=1, ls="--",
                        label=bandwidth[1])
-        bx.set_xscale("log", base=2)
-        bx.set_yscale("log")
-        bx.set_xlabel("message size n (bytes)", fontsize=9)
-        bx.set_ylabel("bus bandwidth (GB/s)", fontsize=9)
-        bx.grid(True, which="major", color="#eeeeee")
-        bx.legend(fontsize=8, frameon=False)
+        _log_axes(bx, "bus bandwidth (GB/s)")
     if title:
         fig.suptitle(title, fontsize=10.5)
     fig.tight_layout()
