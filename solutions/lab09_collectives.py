@@ -331,7 +331,7 @@ check("tree")
 # `b[c]:b[c+1]` of the flattened tensor: the first `n % world` chunks hold `n // world + 1`
 # elements, the others `n // world` (as `torch.tensor_split(x, world)` cuts them). So
 # `chunk_bounds(10, 4) == [0, 3, 6, 8, 10]` and `chunk_bounds(2, 4) == [0, 1, 2, 2, 2]`: chunks
-# may be empty. `n ≥ 0`, `world ≥ 1`, else `ValueError`.
+# may be empty. `n ≥ 0`, `world ≥ 1`, else `ValueError`. (Computing them with `torch.tensor_split` is fine.)
 #
 # **`ring_reduce_scatter(tensor, op=ReduceOp.SUM, group=None)`** returns a new 1-D tensor: chunk $r$
 # (of the flattened tensor) reduced over all ranks, on rank $r$. `tensor` is not modified. It runs

@@ -60,3 +60,11 @@ def subgroup(rng, world, size) -> list[int]:
         group = sorted(int(r) for r in rng.choice(world, size, replace=False))
         if group != list(range(size)):
             return group
+
+
+def deep_root(rng, world, seat) -> int:
+    """A root that puts `seat` below another rank than the root in the binomial tree (its relative rank is
+    not a power of two: 3, 5, 6, 7, ...), so that a flat scheme (the root talking to everyone) sends the seat
+    other messages. Needs a world of 4 or more."""
+    choices = [root for root in range(world) if ((seat - root) % world) & ((seat - root) % world - 1)]
+    return int(choices[int(rng.integers(len(choices)))])

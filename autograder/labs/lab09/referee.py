@@ -31,9 +31,10 @@ def _play(jobdir: str) -> int:
 
     job = json.loads(open(os.path.join(jobdir, "job.json")).read())
     arrays = np.load(os.path.join(jobdir, "arrays.npz"), allow_pickle=False)
-    timeout = datetime.timedelta(seconds=job["timeout"])
+    timeout = datetime.timedelta(seconds=job["timeout"])      # every gloo operation
     world, seat = job["world"], job["seat"]
-    store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=timeout, wait_for_workers=False)
+    store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=datetime.timedelta(seconds=job["store_timeout"]),
+                          wait_for_workers=False)             # the rendezvous: ranks arrive when a busy machine lets them
     with open(os.path.join(jobdir, "port.tmp"), "w") as f:
         f.write(str(store.port))
     os.rename(os.path.join(jobdir, "port.tmp"), os.path.join(jobdir, "port"))

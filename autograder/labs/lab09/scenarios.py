@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+STORE_TIMEOUT = 30.0   # the rendezvous (a busy machine may start a rank late); gloo's own operations get `timeout`
+
 
 def ready(sub):
     return True
@@ -73,12 +75,12 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks):
     import torch.distributed as dist
     torch.set_num_threads(1)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    delta = datetime.timedelta(seconds=timeout)
+    delta, patience = datetime.timedelta(seconds=timeout), datetime.timedelta(seconds=STORE_TIMEOUT)
     if port is not None:
-        store = dist.TCPStore("127.0.0.1", port, world, False, timeout=delta)
+        store = dist.TCPStore("127.0.0.1", port, world, False, timeout=patience)
     else:
         store = dist.FileStore(os.path.join(folder, "store"), world)
-        store.set_timeout(delta)
+        store.set_timeout(patience)
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=delta)
     group = dist.new_group(group_ranks) if group_ranks else None    # every rank calls it, members or not
     results = []
@@ -118,7 +120,7 @@ def world(sub, port, world, seat, cases, timeout, group=None):
             os._exit(0)
         os.close(write)
         children[read] = (rank, pid, [])
-    deadline = time.monotonic() + timeout + 5
+    deadline = time.monotonic() + STORE_TIMEOUT + timeout + 5
     open_fds = set(children)
     while open_fds and time.monotonic() < deadline:
         ready_fds, _, _ = select.select(list(open_fds), [], [], 0.05)

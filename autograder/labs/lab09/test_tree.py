@@ -42,14 +42,19 @@ def test_broadcast_every_root(student, referee):
 
 
 def test_broadcast_other_worlds(student, referee):
-    """Three, two and one rank (a world of one sends nothing; a bad root fails there too), and a
-    non-contiguous (transposed) tensor updated in place."""
+    """Three, two, six and one rank (a world of one sends nothing; a bad root fails there too), and a
+    non-contiguous (transposed) tensor updated in place. In the world of six the referee sits below an
+    inner node, where a flat broadcast (the root sending to everyone) differs from the tree."""
     rng = case_rng(820)
     cases3 = [Case("broadcast", draws.per_rank(rng, 3, (4, 6), "float32"), root=int(rng.integers(3)), layout="t"),
               Case("broadcast", draws.per_rank(rng, 3, (5,), "int64"), root=int(rng.integers(3)))]
     play(student, referee, 3, _seat(821, 3), cases3, case_seed(822)).check()
     cases2 = [Case("broadcast", draws.per_rank(rng, 2, (7,), "float32"), root=int(rng.integers(2)))]
     play(student, referee, 2, _seat(823, 2), cases2, case_seed(824)).check()
+    seat6 = _seat(825, 6)
+    cases6 = [Case("broadcast", draws.per_rank(rng, 6, (int(rng.integers(1, 30)),), "float32"), root=draws.deep_root(rng, 6, seat6))
+              for _ in range(2)]
+    play(student, referee, 6, seat6, cases6, case_seed(826)).check()
     cases1 = [Case("broadcast", draws.per_rank(rng, 1, (3,), "float32"), root=1, expect_error=True),
               Case("broadcast", draws.per_rank(rng, 1, (3,), "float32"), root=0),
               Case("reduce", draws.per_rank(rng, 1, (3,), "float32"), op="sum", root=0)]
@@ -68,11 +73,12 @@ def test_reduce_sum_every_root(student, referee):
 def test_reduce_ops_and_worlds(student, referee):
     """PRODUCT, MIN and MAX with a NaN that must propagate, int64; three ranks; a transposed tensor."""
     rng = case_rng(840)
-    cases = [Case("reduce", draws.per_rank(rng, 4, (50,), "float32", "product"), op="product", root=int(rng.integers(4))),
+    seat = _seat(841, 4)
+    cases = [Case("reduce", draws.per_rank(rng, 4, (50,), "float32", "product"), op="product", root=draws.deep_root(rng, 4, seat)),
              Case("reduce", draws.with_nan(rng, draws.per_rank(rng, 4, (40,), "float32")), op="max", root=int(rng.integers(4))),
              Case("reduce", draws.with_nan(rng, draws.per_rank(rng, 4, (40,), "float64")), op="min", root=int(rng.integers(4))),
              Case("reduce", draws.per_rank(rng, 4, (3, 5), "int64"), op="sum", root=int(rng.integers(4)), layout="t")]
-    play(student, referee, 4, _seat(841, 4), cases, case_seed(842)).check()
+    play(student, referee, 4, seat, cases, case_seed(842)).check()
     cases3 = [Case("reduce", draws.per_rank(rng, 3, (int(rng.integers(100, 300)),), "float32"), op="sum", root=int(rng.integers(3))),
               Case("reduce", draws.per_rank(rng, 3, (), "float32"), op="sum", root=int(rng.integers(3)))]
     play(student, referee, 3, _seat(843, 3), cases3, case_seed(844)).check()
@@ -81,21 +87,24 @@ def test_reduce_ops_and_worlds(student, referee):
 def test_bad_root_and_op(student, referee):
     """A root outside the group, a bool root and AVG: ValueError on every rank, nothing sent; then good calls."""
     rng = case_rng(850)
-    x = draws.per_rank(rng, 3, (4,), "float32")
-    bad_root = [3, -1, True][int(rng.integers(3))]
+    seat = _seat(851, 4)
+    x = draws.per_rank(rng, 4, (4,), "float32")
+    bad_root = [4, -1, True][int(rng.integers(3))]
     cases = [Case("broadcast", x, root=bad_root, expect_error=True),
-             Case("reduce", x, op="sum", root=3 + int(rng.integers(0, 3)), expect_error=True),
+             Case("reduce", x, op="sum", root=4 + int(rng.integers(0, 3)), expect_error=True),
              Case("reduce", x, op="avg", root=0, expect_error=True),
-             Case("broadcast", draws.per_rank(rng, 3, (6,), "float32"), root=int(rng.integers(3))),
-             Case("reduce", draws.per_rank(rng, 3, (int(rng.integers(20, 90)),), "float32"), op="sum", root=int(rng.integers(3)))]
-    play(student, referee, 3, _seat(851, 3), cases, case_seed(852)).check()
+             Case("broadcast", draws.per_rank(rng, 4, (6,), "float32"), root=draws.deep_root(rng, 4, seat)),
+             Case("reduce", draws.per_rank(rng, 4, (int(rng.integers(20, 90)),), "float32"), op="sum", root=draws.deep_root(rng, 4, seat))]
+    play(student, referee, 4, seat, cases, case_seed(852)).check()
 
 
 def test_subgroup(student, referee):
-    """A group of three of the four ranks: src and dst are group ranks; the rank outside takes no part."""
+    """A group of four of the five ranks: src and dst are group ranks; the rank outside takes no part."""
     rng = case_rng(870)
-    group = draws.subgroup(rng, 4, 3)
-    seat = group[int(rng.integers(3))]
-    cases = [Case("broadcast", draws.per_rank(rng, 3, (5,), "float32"), root=int(rng.integers(3))),
-             Case("reduce", draws.per_rank(rng, 3, (int(rng.integers(20, 80)),), "float32"), op="sum", root=int(rng.integers(3)))]
-    play(student, referee, 4, seat, cases, case_seed(871), group=group).check()
+    group = draws.subgroup(rng, 5, 4)
+    seat = group[int(rng.integers(4))]
+    member = group.index(seat)
+    cases = [Case("broadcast", draws.per_rank(rng, 4, (5,), "float32"), root=draws.deep_root(rng, 4, member)),
+             Case("reduce", draws.per_rank(rng, 4, (int(rng.integers(20, 80)),), "float32"), op="sum",
+                  root=draws.deep_root(rng, 4, member))]
+    play(student, referee, 5, seat, cases, case_seed(871), group=group).check()

@@ -33,6 +33,7 @@ STALLED = ("RuntimeError", "DistError", "DistNetworkError", "DistBackendError", 
 STALLED_HINT = (": the world stopped. A rank waited for a message that never came: it made a call the lab's protocol does "
                 "not make (torch.distributed's own collectives, for one: the graders' referee rank never joins them), "
                 "sent or expected a message another rank does not, or a peer failed")
+STORE_TIMEOUT = 30.0  # seconds: the rendezvous through the referee's store (scenarios.py waits as long)
 TIMEOUT = 4.0   # seconds: every gloo operation of a graded world, on both sides (honest ones take milliseconds)
 
 
@@ -118,7 +119,7 @@ class Referee:
             cases.append(steps)
         with open(os.path.join(jobdir, "job.json"), "w") as f:
             json.dump({"world": world, "seat": seat, "cases": cases, "timeout": timeout, "sentinel_seed": sentinel_seed,
-                       "group": group}, f)
+                       "group": group, "store_timeout": STORE_TIMEOUT}, f)
         np.savez(os.path.join(jobdir, "arrays.npz"), **arrays)
         if self.uid is not None:
             for path in [jobdir] + [os.path.join(jobdir, n) for n in os.listdir(jobdir)]:
@@ -127,7 +128,7 @@ class Referee:
         self.proc.stdin.flush()
         pid = int(self.proc.stdout.readline().split()[1])
         job = Job(jobdir, pid, len(scripts))
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + STORE_TIMEOUT
         while not os.path.exists(os.path.join(jobdir, "port")):
             if time.monotonic() > deadline or os.path.exists(os.path.join(jobdir, "error")) or not _alive(pid):
                 job.close()
@@ -301,7 +302,7 @@ def _compare(what, r, case, got, want) -> list[str]:
                 if not isinstance(h, np.ndarray) or h.dtype != v.dtype or h.shape != v.shape:
                     return [f"{what}: rank {r}'s entry {i} should be a {_shape(v)}, got {_shape(h)}"]
                 if not model.same(h, v, case.op):
-                    return [f"{what}: rank {r}'s entry {i} (from rank {i}) is {_short(h)}, should be {_short(v)}"]
+                    return [f"{what}: rank {r}'s entry {i} is {_short(h)}: not the chunk rank {i} sent it"]
             continue
         label = {"tensor": "tensor after the call" if case.kind in ("reduce_scatter",) else "tensor",
                  "result": "returned tensor"}[name]
@@ -334,7 +335,7 @@ def _first_difference(got: np.ndarray, want: np.ndarray, op: str | None) -> str:
     g, w = got.reshape(-1), want.reshape(-1)
     for i in range(w.size):
         if not model.same(g[i:i + 1], w[i:i + 1], op):
-            return f"flat index {i}: got {g[i]!r}, expected {w[i]!r}"
+            return f"flat index {i} (got {g[i]!r})"
     return "no element differs"
 
 
