@@ -67,7 +67,7 @@ def _world(fn, world):
         sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "labs"))
         from labkit.world import run_world
     results = run_world(fn, world, timeout=TIMEOUT)
-    return [{str(k): v for k, v in zip(items[0::2], items[1::2])} for items in results]
+    return [{str(k): v for k, v in zip(items[0::2], items[1::2], strict=True)} for items in results]
 
 
 def _pack(d):
@@ -134,15 +134,6 @@ def _near_sum(got, theirs, inputs, what):
         i = np.flatnonzero(bad.reshape(-1))[0]
         _fail(f"{what}: {bad.sum()} sums differ from torch.distributed's by more than reordering allows; "
               f"[{i}] got {got.reshape(-1)[i]!r}, torch.distributed {theirs.reshape(-1)[i]!r}")
-
-
-def _near_prod(got, theirs, world, dtype, what):
-    got, theirs = np.asarray(got, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
-    bad = np.abs(got - theirs) > 2 * world * _EPS[dtype] * np.abs(theirs) + 1e-300
-    if bad.any():
-        i = np.flatnonzero(bad.reshape(-1))[0]
-        _fail(f"{what}: products differ from torch.distributed's beyond rounding; [{i}] got "
-              f"{got.reshape(-1)[i]!r}, torch.distributed {theirs.reshape(-1)[i]!r}")
 
 
 def _no_problems(results, what=""):
@@ -1147,6 +1138,26 @@ def _(ref):
             _same(got[f"m{i}"], got[f"y{i}"], f"dst {r}, {d} MAX vs dist.reduce", how="value")
 
 
+@case("tree", "tree_reduce float32 SUM and tree_broadcast at W = 6 (two-level subtrees cut at W), every root: "
+              "bit for bit in the tree's order (statement)")
+def _(ref):
+    world, rng = 6, np.random.default_rng(108)
+    xs = [_rand(rng, (24,), torch.float32, spread=6) for _ in range(world)]
+
+    def rank():
+        r, out = dist.get_rank(), {}
+        for d in range(world):
+            x, y = xs[r].clone(), xs[r].clone()
+            ref.tree_reduce(x, d)
+            ref.tree_broadcast(y, d)
+            out[f"x{d}"], out[f"y{d}"] = x, y
+        return _pack(out)
+    for r, got in enumerate(_world(rank, world)):
+        for d in range(world):
+            _same(got[f"x{d}"], _tree_fold(xs, d, "SUM") if r == d else xs[r], f"rank {r}, dst {d}: SUM at W=6")
+            _same(got[f"y{d}"], xs[d], f"rank {r}, root {d}: broadcast at W=6")
+
+
 # ====================================================================================================
 # ring
 # ====================================================================================================
@@ -1731,7 +1742,7 @@ def _(ref):
     def rank():
         r = dist.get_rank()
         chunk = ref.ring_reduce_scatter(xs[r].clone())
-        sizes = [int(b - a) for a, b in zip(_bounds(1001, world), _bounds(1001, world)[1:])]
+        sizes = [int(b - a) for a, b in zip(_bounds(1001, world)[:-1], _bounds(1001, world)[1:], strict=True)]
         gathered = ref.ring_all_gather(chunk, sizes)
         full = xs[r].clone()
         ref.ring_all_reduce(full)
@@ -1876,6 +1887,67 @@ def _(ref):
         if r:
             _same(got["s"], full[b[r - 1]:b[r]], f"rank {r} (group rank {r - 1}): reduce-scatter chunk")
             _same(got["g"], full, f"rank {r}: all-gather of the reduced chunks")
+
+
+@case("ring", "the ring at W = 2: all_reduce SUM / MAX, reduce_scatter of 5 elements, all_gather of sizes "
+              "[3, 0] (vs dist.all_reduce / dist.reduce_scatter; gloo basics at the smallest world)")
+def _(ref):
+    world, rng = 2, np.random.default_rng(132)
+    xs = [_rand(rng, (5,), torch.float32) for _ in range(world)]
+
+    def rank():
+        r, out = dist.get_rank(), {}
+        for name in ("SUM", "MAX"):
+            x, y = xs[r].clone(), xs[r].clone()
+            ref.ring_all_reduce(x, _OPS[name])
+            dist.all_reduce(y, _OPS[name])
+            out[f"x{name}"], out[f"y{name}"] = x, y
+        out["s"] = ref.ring_reduce_scatter(xs[r].clone())
+        theirs = torch.empty(3 - r)
+        dist.reduce_scatter(theirs, [p.clone() for p in torch.tensor_split(xs[r], world)])
+        out["t"] = theirs
+        out["g"] = ref.ring_all_gather(torch.arange(3.0) if r == 0 else torch.zeros(0), [3, 0])
+        return _pack(out)
+    for r, got in enumerate(_world(rank, world)):
+        for name in ("SUM", "MAX"):
+            _same(got[f"x{name}"], got[f"y{name}"], f"W=2, rank {r}, {name}: vs dist.all_reduce")
+        _same(got["s"], got["t"], f"W=2, rank {r}: reduce-scatter vs dist.reduce_scatter")
+        _same(got["g"], torch.arange(3.0), f"W=2, rank {r}: all-gather of sizes [3, 0]")
+
+
+@case("ring", "tree, ring and all-to-all collectives interleaved in one world of 3, with 0-d, empty and "
+              "shorter-than-W tensors in between: no message is left over for the next collective (statement)")
+def _(ref):
+    world, rng = 3, np.random.default_rng(133)
+    xs = [_rand(rng, (8,), torch.float64) for _ in range(world)]
+
+    def rank():
+        r, out = dist.get_rank(), {}
+        a = torch.tensor(float(r))
+        ref.tree_broadcast(a, 2)
+        b = torch.tensor([r + 1])
+        ref.ring_all_reduce(b, ReduceOp.PRODUCT)
+        c = ref.all_to_all([torch.zeros(0), torch.tensor(float(10 * r)), torch.zeros(2, 0)])
+        d = torch.zeros(0, 3)
+        ref.tree_reduce(d, 1)
+        e = ref.ring_all_gather(torch.arange(2) + 5 if r == 1 else torch.zeros(0, dtype=torch.int64), [0, 2, 0])
+        f = ref.ring_reduce_scatter(torch.tensor([1.0, 2.0]) * (r + 1))
+        g = xs[r].clone()
+        ref.ring_all_reduce(g)
+        h = xs[r].clone()
+        ref.tree_reduce(h, 0)
+        out.update(a=a, b=b, c0=c[0], c1=c[1], c2=c[2], e=e, f=f, g=g, h=h)
+        return _pack(out)
+    for r, got in enumerate(_world(rank, world)):
+        _same(got["a"], torch.tensor(2.0), f"rank {r}: 0-d tree_broadcast")
+        _same(got["b"], torch.tensor([6]), f"rank {r}: 1-element ring PRODUCT")
+        for i in range(world):
+            chunk = [torch.zeros(0), torch.tensor(float(10 * i)), torch.zeros(2, 0)][r]
+            _same(got[f"c{i}"], chunk, f"rank {r}: all_to_all entry {i}")
+        _same(got["e"], torch.tensor([5, 6]), f"rank {r}: all-gather of sizes [0, 2, 0]")
+        _same(got["f"], torch.tensor([6.0, 12.0])[_bounds(2, world)[r]:_bounds(2, world)[r + 1]], f"rank {r}: reduce-scatter of 2 elements")
+        _same(got["g"], _ring_fold(xs, "SUM"), f"rank {r}: ring_all_reduce after the small collectives")
+        _same(got["h"], _tree_fold(xs, 0, "SUM") if r == 0 else xs[r], f"rank {r}: tree_reduce at the end")
 
 
 # ====================================================================================================
@@ -2206,7 +2278,7 @@ def _(ref):
         got = ref.all_to_all([c.clone() for c in ys[r]])
         theirs = [torch.empty(128, 64, dtype=torch.int32) for _ in range(world)]
         dist.all_to_all(theirs, [c.clone() for c in ys[r]])
-        out["y"] = all(torch.equal(a, b) for a, b in zip(got, theirs))
+        out["y"] = len(got) == len(theirs) and all(torch.equal(a, b) for a, b in zip(got, theirs, strict=True))
         out["y2"] = all(torch.equal(got[i], ys[i][r]) for i in range(world))
         return _pack(out)
     for r, got in enumerate(_world(rank, world)):
@@ -2295,7 +2367,7 @@ def _(ref):
 def _(ref):
     for sizes, times in (([0, 1000], [1e-5, 3e-5]), ([64, 2 ** 20], [4e-6, 2.5e-4]), ([10, 20], [5.0, 4.0])):
         a, b = _check_fit(ref, sizes, times, f"two points {sizes}")
-        for n, t in zip(sizes, times):
+        for n, t in zip(sizes, times, strict=True):
             if not math.isclose(a + b * n, t, rel_tol=1e-9):
                 _fail(f"two points {sizes}, {times}: the fit gives {a + b * n!r} at {n}, expected {t!r}")
 
