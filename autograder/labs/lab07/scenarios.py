@@ -232,6 +232,7 @@ FUNCTIONS = {
     "amax_partial": (lambda x: (x * 2).amax(dim=(0, 1)) - x.sum(), [[2, 3, 4]]),
     "vec_mean": (lambda x: (x.tanh() * 3).mean(dim=[-1]), [[7]]),
     "cmp_f64": (lambda x: torch.where(x.double() > 0.5, x, x * 2).exp().sum(-1), [[4, 5]]),
+    "zero_d_dims": (lambda x, y: (x * 2 + y).sum(0) + (x.exp() - y).amax(-1), [[], []]),
 }
 
 def _two_group_cycle(x, y, w):

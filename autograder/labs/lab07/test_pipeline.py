@@ -11,9 +11,9 @@ from autograder.labs.lab07 import oracle
 
 CASES = [("chain", 1), ("bias_gelu", 2), ("log_softmax", 4), ("layernormish", 5), ("full_sum", 7), ("masked", 9),
          ("mm_cycle", 10), ("relu_clamp", 11), ("tiny_block", 14), ("tanh_net", 15), ("sum_dims", 16),
-         ("mean_all_keep", 17), ("scalar_mix", 18), ("outer_bcast", 19), ("amax_of_saved", 1)]
+         ("mean_all_keep", 17), ("scalar_mix", 18), ("outer_bcast", 19), ("amax_of_saved", 1), ("zero_d_dims", 20)]
 FUSE_CASES = ["chain", "bias_gelu", "log_softmax", "layernormish", "masked", "mm_cycle", "relu_clamp", "tiny_block",
-              "sum_dims", "col_sum", "scalar_mix"]
+              "sum_dims", "col_sum", "scalar_mix", "zero_d_dims"]
 _fused = {}
 
 
