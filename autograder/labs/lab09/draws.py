@@ -13,7 +13,7 @@ import numpy as np
 def wide(rng, shape, dtype="float32") -> np.ndarray:
     size = int(np.prod(shape))
     values = rng.standard_normal(size) * 10.0 ** rng.integers(-6, 6, size)
-    return values.reshape(shape).astype(dtype)
+    return np.asarray(values.reshape(shape)).astype(dtype)
 
 
 def values(rng, shape, dtype, op=None) -> np.ndarray:
@@ -22,11 +22,11 @@ def values(rng, shape, dtype, op=None) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         if op == "product":
-            return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
+            return np.asarray(rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
         return wide(rng, shape, dtype)
     if op == "product":
-        return rng.integers(-3, 4, shape).astype(dtype)
-    return rng.integers(-2**40, 2**40, shape).astype(dtype)
+        return np.asarray(rng.integers(-3, 4, shape)).astype(dtype)
+    return np.asarray(rng.integers(-2**40, 2**40, shape)).astype(dtype)
 
 
 def per_rank(rng, world, shape, dtype, op=None) -> list[np.ndarray]:
