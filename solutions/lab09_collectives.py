@@ -39,8 +39,8 @@
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests start small worlds and compare you with the lab's rules and
-# with `torch.distributed`. The hidden graders use more and different inputs, world sizes 2 to 4 and
-# other roots, so a green `check` is a good sign, not a guarantee.
+# with `torch.distributed`. The hidden graders use more and different inputs, world sizes 1 to 6,
+# other roots and subgroups, so a green `check` is a good sign, not a guarantee.
 #
 # Ground rules:
 #
