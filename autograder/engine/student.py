@@ -86,7 +86,7 @@ class Student:
     @property
     def net_pid(self) -> int | None:
         """A host pid whose network namespace is this worker's (level namespaces), for
-        `sandbox.net_prefix`; None where the worker shares the host's network."""
+        `sandbox.trusted_peer`; None where the worker shares the host's network."""
         if self.level != "namespaces":
             return None
         if isinstance(self.proc, sandbox.ZygoteChild):

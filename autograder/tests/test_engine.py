@@ -99,8 +99,8 @@ def test_confined_process_sees_nothing_of_the_course(toy):
 
 
 def test_loopback_and_a_trusted_peer_beside_the_sandbox(toy):
-    """lab.toml `loopback = true` gives the namespace a working 127.0.0.1 (it starts down: nothing can listen
-    there), and `sandbox.trusted_peer` runs a P0 program in that namespace's network only, under a uid of
+    """lab.toml `loopback = true` gives the namespace a working 127.0.0.1 (it starts down: a socket can bind
+    there, but nothing can connect), and `sandbox.trusted_peer` runs a P0 program in that namespace's network only, under a uid of
     its own (lab09's referee rank)."""
     import subprocess
     plain = sandbox.SandboxSpec("lab00", ("torch",))

@@ -52,9 +52,8 @@ class Case:
     sizes: list | None = None      # all_gather: the sizes list given (default: the chunks' true sizes)
 
     def model(self) -> model.World:
-        if self.expect_error:
-            w = model.World([{} for _ in self.inputs], [[] for _ in self.inputs])
-            return w
+        if self.expect_error:  # every rank raises before anything is sent
+            return model.World([{} for _ in self.inputs], [[] for _ in self.inputs])
         args = {}
         if self.op is not None:
             args["op"] = self.op
@@ -165,11 +164,12 @@ def referee(student):
 
 
 def _alive(pid: int) -> bool:
+    """Whether the referee's child `pid` (the referee zygote's child, never ours) still runs."""
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # not our child (it is the referee zygote's): ask the kernel
-        return os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower()
-    return not done
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in f.read().lower()
+    except OSError:
+        return False
 
 
 @dataclass
