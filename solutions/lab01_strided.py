@@ -29,15 +29,17 @@
 # you build that machinery from scratch, on top of numpy, and hold it to the exact rules of
 # PyTorch 2.13: same shapes, same strides, same offsets, and the same errors.
 #
-# | part | you build | points | also graded through |
-# |---|---|---|---|
-# | `storage` | contiguous strides, `numel`, element lookup, `is_contiguous` | 10 | (nothing else) |
-# | `views` | `view` and `reshape`, with PyTorch's view rule and `-1` inference | 20 | `numel`, `contiguous_strides`, `storage_index` (the copy `reshape` makes) |
-# | `indexing` | `transpose`, `permute`, `select`, `x[...]` with ints and slices | 20 | (nothing else) |
-# | `broadcast` | `expand` (stride 0), `broadcast_shapes`, `broadcast_to` | 15 | (nothing else) |
-# | `as_strided` | `as_strided` and `contiguous()` | 10 | `storage_index`, `is_contiguous_strides`, `contiguous_strides` |
-# | `elementwise` | a broadcasting binary op and `sum(dim, keepdim)` | 15 | `broadcast_shapes`, `expand`, `storage_index`, `contiguous_strides` |
-# | `channels_last` | channels-last strides and `contiguous(memory_format=...)` | 10 | `contiguous()`, `storage_index`, `is_contiguous_strides` |
+# | part | you build | points | hours, about | also graded through |
+# |---|---|---|---|---|
+# | `storage` | contiguous strides, `numel`, element lookup, `is_contiguous` | 10 | 1 | (nothing else) |
+# | `views` | `view` and `reshape`, with PyTorch's view rule and `-1` inference | 20 | 2 | `numel`, `contiguous_strides`, `storage_index` (the copy `reshape` makes) |
+# | `indexing` | `transpose`, `permute`, `select`, `x[...]` with ints and slices | 20 | 2 | (nothing else) |
+# | `broadcast` | `expand` (stride 0), `broadcast_shapes`, `broadcast_to` | 15 | 1.5 | (nothing else) |
+# | `as_strided` | `as_strided` and `contiguous()` | 10 | 1 | `storage_index`, `is_contiguous_strides`, `contiguous_strides` |
+# | `elementwise` | a broadcasting binary op and `sum(dim, keepdim)` | 15 | 1.5 | `broadcast_shapes`, `expand`, `storage_index`, `contiguous_strides` |
+# | `channels_last` | channels-last strides and `contiguous(memory_format=...)` | 10 | 1 | `contiguous()`, `storage_index`, `is_contiguous_strides` |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 10 in all.
 #
 # The graders build every input tensor directly from a shape, strides and an offset, and read
 # every result's values themselves from its shape, strides, offset and storage, so a part is graded
@@ -449,8 +451,29 @@ check("storage")
 #
 # Return the new strides as a tuple, or `None` when no view exists.
 #
-# <details><summary>Hint: PyTorch's algorithm (<code>computeStride</code> in
-# <code>aten/src/ATen/TensorUtils.cpp</code>), if you get stuck</summary>
+# **Derive it first.** Work the example above on paper: write `x`'s dims right to left with their
+# strides, mark where a chunk ends, and assign the new shape's dims to chunks from the right. Then open
+# the hints one at a time, only as far as you need.
+#
+# <details><summary>Hint 1: when does a chunk end?</summary>
+#
+# Dims `d - 1` and `d` merge when stepping once along `d - 1` jumps exactly over all of `d`:
+# `stride[d-1] == size[d] * stride[d]`. Walking from the right, keep the product of the sizes seen so
+# far in the current chunk, `numel_x`, and the stride of the chunk's last dim, `base`; a chunk ends at
+# `d` when `d == 0` or `stride[d-1] != numel_x * base`, except that a dim `d - 1` of size 1 never
+# ends it (its stride does not matter).
+# </details>
+#
+# <details><summary>Hint 2: filling the new dims of one chunk</summary>
+#
+# When a chunk of `numel_x` elements ends, take new dims from the right (the last one not yet placed),
+# giving each the stride `numel_view * base` and multiplying `numel_view` by its size, while
+# `numel_view < numel_x` or the next new dim has size 1. If `numel_view` then differs from `numel_x`,
+# a new dim straddles two chunks: no view. After the last chunk, every new dim must be placed.
+# </details>
+#
+# <details><summary>Hint 3: PyTorch's algorithm (<code>computeStride</code> in
+# <code>aten/src/ATen/TensorUtils.cpp</code>)</summary>
 #
 # ```text
 # view_d = last new dim;  base = stride of x's last dim;  numel_x = numel_view = 1

@@ -28,15 +28,17 @@
 # In this lab you build that machinery from scratch on numpy, with PyTorch's names, so the same
 # program runs on your engine and on `torch.autograd`:
 #
-# | part | you build | points |
-# |---|---|---|
-# | `graph` | leaves and non-leaves, gradient edges, recording a node | 10 |
-# | `engine` | `AccumulateGrad`, dependency counting, the backward loop, `retain_graph` | 25 |
-# | `modes_hooks` | `no_grad`, tensor hooks, `retain_grad` | 10 |
-# | `ops` | broadcasting-aware `sum_to_size`, eleven elementwise backward formulas | 20 |
-# | `reductions_broadcast` | `sum`/`mean` over dims, `reshape`, `transpose`, `matmul`, `sum_to_size` | 15 |
-# | `softmax_max` | numerically stable `softmax`/`log_softmax` and their backward, `max` over a dim | 10 |
-# | `mlp` | a linear layer, cross-entropy, SGD: train a small MLP | 10 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `graph` | leaves and non-leaves, gradient edges, recording a node | 10 | 1 |
+# | `engine` | `AccumulateGrad`, dependency counting, the backward loop, `retain_graph` | 25 | 2.5 |
+# | `modes_hooks` | `no_grad`, tensor hooks, `retain_grad` | 10 | 1.5 |
+# | `ops` | broadcasting-aware `sum_to_size`, eleven elementwise backward formulas | 20 | 1.5 |
+# | `reductions_broadcast` | `sum`/`mean` over dims, `reshape`, `transpose`, `matmul`, `sum_to_size` | 15 | 1.5 |
+# | `softmax_max` | numerically stable `softmax`/`log_softmax` and their backward, `max` over a dim | 10 | 1 |
+# | `mlp` | a linear layer, cross-entropy, SGD: train a small MLP | 10 | 1.5 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 10.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the
 # part's `check("...")` cell: it runs a few public tests against real PyTorch. Grading uses
@@ -712,6 +714,27 @@ check("modes_hooks")
 # of its forward op, *of that input's shape* (use `sum_to_size` for binary ops, whose inputs may
 # have been broadcast). `a`, `b` and `result` below are what the forward saved.
 #
+# **Derive them before you write them.** For an input `a` of a forward `out = f(a, b)`, the chain rule
+# gives `grad_a = grad * ∂f/∂a`, element by element, then summed to `a`'s shape. Two are worked for
+# you; fill in the rest on paper first. Where the derivative can be written with the forward's *result*
+# (exp, tanh, sigmoid), use the saved `result`: it saves recomputing the function.
+#
+# | node | forward | gradient(s) |
+# |---|---|---|
+# | `AddBackward0` | `a + b` | `grad`, `grad` (summed to each shape) |
+# | `MulBackward0` | `a * b` | `grad * b`, `grad * a` |
+# | `SubBackward0` | `a - b` | ? |
+# | `DivBackward0` | `a / b` | ? (two of them: write `a / b` as `a * b**-1` for the second) |
+# | `NegBackward0` | `-a` | ? |
+# | `PowBackward0` | `a ** p` (`p` a number) | ? (for `p == 0`: exactly zero, even at `a = 0`) |
+# | `ExpBackward0` | `exp(a)` | ? in terms of `result` |
+# | `LogBackward0` | `log(a)` | ? |
+# | `TanhBackward0` | `tanh(a)` | ? in terms of `result` (hint: `tanh' = 1 - tanh²`) |
+# | `SigmoidBackward0` | `1 / (1 + exp(-a))` | ? in terms of `result` |
+# | `ReluBackward0` | `max(a, 0)` | ? (PyTorch's choice at `a = 0` is 0, even when `grad` is infinite) |
+#
+# <details><summary>Check your derivations</summary>
+#
 # | node | forward | gradient(s) |
 # |---|---|---|
 # | `AddBackward0` | `a + b` | `grad`, `grad` (summed to each shape) |
@@ -725,6 +748,8 @@ check("modes_hooks")
 # | `TanhBackward0` | `tanh(a)` | `grad * (1 - result**2)` |
 # | `SigmoidBackward0` | `1 / (1 + exp(-a))` | `grad * result * (1 - result)` |
 # | `ReluBackward0` | `max(a, 0)` | `grad` where `result > 0`, else 0 (PyTorch's choice at 0) — *select*, do not multiply by a mask: an infinite `grad` times 0 is `nan` (`(x.relu() ** 0.5).sum()` at `x = 0`), PyTorch gives 0 |
+#
+# </details>
 #
 # The forward functions come after your cell: they compute with numpy, save what the table
 # uses, and call your `record`. A plain number in `x * 2` or `1 - x` becomes a constant

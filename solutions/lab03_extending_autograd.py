@@ -21,15 +21,17 @@
 # In lab 2 you built a reverse-mode engine. Real PyTorch lets you plug into its engine at many
 # points, and this lab walks through the ones you will meet in practice, all in PyTorch 2.13:
 #
-# | part | you build | points |
-# |---|---|---|
-# | `custom_function` | a fused `linear + tanh` as a `torch.autograd.Function` with a hand-written backward | 15 |
-# | `double_backward` | a Function whose backward is itself differentiable (checked with `gradgradcheck`) | 10 |
-# | `my_gradcheck` | your own `gradcheck`: numerical and analytical Jacobians, and a verdict | 20 |
-# | `forward_ad` | forward-mode AD with dual tensors (`jvp`) and a reverse-over-forward Hessian-vector product | 15 |
-# | `per_sample_grads` | per-sample gradients with `torch.func.vmap(grad(...))` | 15 |
-# | `ensembling` | running an ensemble of models as one vectorized model (`stack_module_state`) | 10 |
-# | `saved_tensor_hooks` | offloading saved activations to numpy, and activation checkpointing | 15 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `custom_function` | a fused `linear + tanh` as a `torch.autograd.Function` with a hand-written backward | 15 | 1 |
+# | `double_backward` | a Function whose backward is itself differentiable (checked with `gradgradcheck`) | 10 | 1 |
+# | `my_gradcheck` | your own `gradcheck`: numerical and analytical Jacobians, and a verdict | 20 | 2 |
+# | `forward_ad` | forward-mode AD with dual tensors (`jvp`) and a reverse-over-forward Hessian-vector product | 15 | 1 |
+# | `per_sample_grads` | per-sample gradients with `torch.func.vmap(grad(...))` | 15 | 1 |
+# | `ensembling` | running an ensemble of models as one vectorized model (`stack_module_state`) | 10 | 0.5 |
+# | `saved_tensor_hooks` | offloading saved activations to numpy, and activation checkpointing | 15 | 1 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 7.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with PyTorch. The hidden graders use more

@@ -28,14 +28,16 @@
 # The first half of the lab rebuilds the dispatcher in plain Python; the second half uses the real
 # one in PyTorch 2.13.
 #
-# | part | you build | points |
-# |---|---|---|
-# | `keysets` | `DispatchKeySet` (a bitset ordered by priority), thread-local include/exclude sets, the keyset of a call | 15 |
-# | `dispatch` | operator schemas, a registry of kernels, dispatch by priority, fallthrough kernels, boxed fallbacks, redispatch | 25 |
-# | `redispatch` | an autograd kernel that records and redispatches below itself, and a tracing fallback | 15 |
-# | `custom_op` | a real `torch.library` custom op with a CPU kernel, a fake kernel and an autograd formula that passes `opcheck` and `torch.compile(fullgraph=True)` | 20 |
-# | `logging_mode` | a `TorchDispatchMode` that logs the ATen ops a module runs, forward and backward | 10 |
-# | `python_device` | a "device" written in Python (a `__torch_dispatch__` wrapper subclass over numpy) on which an MLP trains | 15 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `keysets` | `DispatchKeySet` (a bitset ordered by priority), thread-local include/exclude sets, the keyset of a call | 15 | 2 |
+# | `dispatch` | operator schemas, a registry of kernels, dispatch by priority, fallthrough kernels, boxed fallbacks, redispatch | 25 | 3 |
+# | `redispatch` | an autograd kernel that records and redispatches below itself, and a tracing fallback | 15 | 1.5 |
+# | `custom_op` | a real `torch.library` custom op with a CPU kernel, a fake kernel and an autograd formula that passes `opcheck` and `torch.compile(fullgraph=True)` | 20 | 1 |
+# | `logging_mode` | a `TorchDispatchMode` that logs the ATen ops a module runs, forward and backward | 10 | 0.5 |
+# | `python_device` | a "device" written in Python (a `__torch_dispatch__` wrapper subclass over numpy) on which an MLP trains | 15 | 1.5 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 9.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests run your code. The hidden graders use many more cases

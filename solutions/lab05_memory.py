@@ -29,15 +29,17 @@
 # In this lab you build that allocator over a simulated device, with PyTorch's constants and
 # rules, and run it on allocation traces recorded from real training steps:
 #
-# | part | you build | points |
-# |---|---|---|
-# | `rounding_pools` | size rounding, small/large pools, segment sizes | 10 |
-# | `best_fit_split` | best-fit search, the split rule, `malloc` | 20 |
-# | `free_coalesce` | `free`, merging a freed block with its free neighbours | 15 |
-# | `oom_release` | releasing cached segments and retrying when the device is full | 15 |
-# | `stats` | `memory_stats()`: allocated, reserved, peaks, fragmentation | 15 |
-# | `real_traces` | `replay` of a recorded trace | 15 |
-# | `timeline` | the memory timeline of a training step | 10 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `rounding_pools` | size rounding, small/large pools, segment sizes | 10 | 1 |
+# | `best_fit_split` | best-fit search, the split rule, `malloc` | 20 | 2 |
+# | `free_coalesce` | `free`, merging a freed block with its free neighbours | 15 | 1.5 |
+# | `oom_release` | releasing cached segments and retrying when the device is full | 15 | 1 |
+# | `stats` | `memory_stats()`: allocated, reserved, peaks, fragmentation | 15 | 1 |
+# | `real_traces` | `replay` of a recorded trace | 15 | 1 |
+# | `timeline` | the memory timeline of a training step | 10 | 1 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 8.5 in all.
 #
 # **What is real, what is left out.** The constants and rules below are those of PyTorch 2.13's
 # native CUDA caching allocator in its default configuration. The real one also has per-stream

@@ -28,16 +28,18 @@
 # module's `forward` on *proxies* that record what happens to them, and a **code generator** that turns
 # the recorded graph back into a runnable module. The second half writes passes on the real `torch.fx`.
 #
-# | part | you build | points |
-# |---|---|---|
-# | `tracer` | a symbolic tracer: `Proxy` objects record operators, torch functions, tensor methods, leaf modules and parameters into a `Graph` | 25 |
-# | `codegen` | Python source from a `Graph`, and a module that runs it | 15 |
-# | `shape_prop` | an `Interpreter` that records shape, dtype and stride of every node | 10 |
-# | `conv_bn_fold` | folding `BatchNorm2d` into the `Conv2d` before it, for inference | 15 |
-# | `dce_cse` | dead-code elimination and common-subexpression elimination that respect side effects | 10 |
-# | `rewrite` | a pattern rewrite: `x * sigmoid(x)` becomes `F.silu(x)` | 10 |
-# | `profiler` | an `Interpreter` that times every node, and a summary | 7 |
-# | `decompose` | a graph of Core ATen ops with `make_fx`, its op histogram, and your own graph runner | 8 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `tracer` | a symbolic tracer: `Proxy` objects record operators, torch functions, tensor methods, leaf modules and parameters into a `Graph` | 25 | 4 |
+# | `codegen` | Python source from a `Graph`, and a module that runs it | 15 | 3 |
+# | `shape_prop` | an `Interpreter` that records shape, dtype and stride of every node | 10 | 0.5 |
+# | `conv_bn_fold` | folding `BatchNorm2d` into the `Conv2d` before it, for inference | 15 | 1.5 |
+# | `dce_cse` | dead-code elimination and common-subexpression elimination that respect side effects | 10 | 2 |
+# | `rewrite` | a pattern rewrite: `x * sigmoid(x)` becomes `F.silu(x)` | 10 | 1 |
+# | `profiler` | an `Interpreter` that times every node, and a summary | 7 | 1 |
+# | `decompose` | a graph of Core ATen ops with `make_fx`, its op histogram, and your own graph runner | 8 | 1 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 14 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests run your code. The hidden graders use other models (branches,
@@ -236,6 +238,55 @@ RANDOM_METHODS = ("bernoulli", "multinomial")
 # and afterwards `nn.Module` must work as before (the next trace and eager calls too). Helpers
 # you may find useful: `torch.overrides.is_tensor_method_or_property`, `inspect.signature`.
 
+#
+# **Stuck?** Open the hints one at a time; each gives away a little more.
+#
+# <details><summary>Hint 1: where to start</summary>
+#
+# Make the smallest trace work end to end first: a module whose `forward(self, x)` returns `x + 1`. That
+# needs `create_proxy` (one `graph.create_node`, with the proxies in the arguments replaced by their
+# nodes, and a `Proxy` of the new node), one placeholder per parameter in `trace`, `__add__` from
+# `install_operators`, and `graph.output`. Print your graph beside `torch.fx.symbolic_trace(m).graph`,
+# then add the rules above one at a time, in their order.
+# </details>
+#
+# <details><summary>Hint 2: the idea</summary>
+#
+# Everything `forward` does with a proxy reaches you through one of four doors: a Python operator (the
+# methods `install_operators` puts on the class), a torch function (torch finds the `__torch_function__`
+# classmethod on a non-tensor argument and hands you the call), an attribute of the proxy (`__getattr__`,
+# which returns an `Attribute`), or the module machinery: `nn.Module.__call__` for submodules and
+# `nn.Module.__getattr__` for parameters and buffers. Python calls `nn.Module.__getattr__` only when the
+# normal lookup fails, which is exactly the case for what lives in `_parameters`, `_buffers` and
+# `_modules`; a plain tensor attribute never reaches it, so rule 7 comes for free. Build the names before
+# the trace: `id(module)` to its qualified name from `root.named_modules()`, `id(parameter)` to its first
+# name from `root.named_parameters()`.
+# </details>
+#
+# <details><summary>Hint 3: the shape of <code>trace</code></summary>
+#
+# ```python
+# names = {id(m): n for n, m in root.named_modules()}
+# saved = nn.Module.__call__, nn.Module.__getattr__
+#
+# def call(mod, *args, **kwargs):
+#     if is_leaf_module(mod) and id(mod) in names:
+#         return self.create_proxy("call_module", names[id(mod)], args, kwargs)
+#     return mod.forward(*args, **kwargs)              # traced through
+#
+# nn.Module.__call__ = call
+# nn.Module.__getattr__ = ...    # saved[1](mod, attr); a tensor of a registered module becomes a get_attr proxy
+# try:
+#     result = root.forward(*placeholders)
+# finally:
+#     nn.Module.__call__, nn.Module.__getattr__ = saved
+# ```
+#
+# In `__torch_function__`, take the tracer from the first `Proxy` inside `args` and `kwargs`
+# (`map_aggregate` walks nested lists), and let `torch.overrides.is_tensor_method_or_property(func)`
+# tell a tensor method (`call_method`, target `func.__name__`) from a function (`call_function`, target
+# `func`).
+# </details>
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "tracer-solution", "locked": false, "schema_version": 3, "solution": true}
 class TraceError(RuntimeError):
     """Raised when traced code needs the value of a proxy (control flow, iteration)."""
@@ -573,6 +624,50 @@ check("tracer")
 # depend on your tracer. They read your source back (with Python's `ast`), so write it yourself: the
 # layout of `torch.fx`'s own `Graph.python_code` is not this one.
 
+#
+# **Stuck?** Open the hints one at a time.
+#
+# <details><summary>Hint 1: where to start</summary>
+#
+# Take a graph with one placeholder, one `call_function` of `operator.add` and an output. Generate
+# `def forward(self, x):`, `add = x + 1`, `return add`; `exec` it with a dict of globals; call the
+# function it defined. Then one opcode at a time: `call_method` (`args[0]` is the object), `get_attr` and
+# `call_module` (both reached through `self`), and only then the constants.
+# </details>
+#
+# <details><summary>Hint 2: the idea</summary>
+#
+# Write one recursive function that spells any argument as Python source. A `Node` is its name; tuples,
+# lists and dicts rebuild themselves from their spelled items (a tuple of one item needs its comma:
+# `(x,)`); floats use `repr`, except `inf` and `nan`, which are names in the globals; anything without a
+# literal spelling (a function object, an unusual constant) goes into the globals dict under a fresh
+# name, and the source uses that name. Each node then becomes `name = <right-hand side>`, and the
+# right-hand side depends only on the opcode. For `MiniGraphModule`, split each `get_attr` and
+# `call_module` target on `.`, create the missing intermediate `nn.Module()`s, and put the *same* object
+# from `root` at the end of the path (`register_buffer` for a tensor that is not a parameter).
+# </details>
+#
+# <details><summary>Hint 3: near code</summary>
+#
+# ```python
+# def spell(a):
+#     if isinstance(a, Node):
+#         return a.name
+#     if isinstance(a, tuple):
+#         return "(" + "".join(spell(x) + ", " for x in a) + ")"
+#     if isinstance(a, slice):
+#         return f"slice({spell(a.start)}, {spell(a.stop)}, {spell(a.step)})"
+#     ...                                   # lists, dicts, Ellipsis, floats, None/bool/int/str, dtypes
+#     return new_global(a)                  # a fresh name, bound to `a` in the globals dict
+#
+# namespace = dict(the_globals)
+# exec(compile(source, "<generated>", "exec"), namespace)
+# self._forward = namespace["forward"]      # and forward(self, *args) returns self._forward(self, *args)
+# ```
+#
+# A path like `layer1.0.conv1` becomes `getattr(self.layer1, "0").conv1`: each part that is not an
+# identifier (`str.isidentifier`, `keyword.iskeyword`) is reached with `getattr`.
+# </details>
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "codegen-solution", "locked": false, "schema_version": 3, "solution": true}
 def python_code(graph):
     """(source of `def forward(self, ...)`, dict of the globals it needs) for a Graph."""

@@ -34,13 +34,15 @@
 # `x * sigmoid(x) + sin(y)` eager PyTorch reads and writes a 16 MB temporary for every op; your fused
 # kernel reads `x` and `y` once and writes the result once.
 #
-# | part | you build | points |
-# |---|---|---|
-# | `graph_breaks` | a recording backend, a graph-break report, three functions rewritten to compile as one graph | 15 |
-# | `fusion_plan` | the partition of an ATen graph into fused groups, following precise rules | 25 |
-# | `kernels` | C source for one group, built with `cc`, loaded with `ctypes`, cached by source hash | 20 |
-# | `pipeline` | the full backend through AOTAutograd: forward and gradients equal to eager | 25 |
-# | `speed` | your compiled chains against eager PyTorch, timed by the grader | 15 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `graph_breaks` | a recording backend, a graph-break report, three functions rewritten to compile as one graph | 15 | 1.5 |
+# | `fusion_plan` | the partition of an ATen graph into fused groups, following precise rules | 25 | 3 |
+# | `kernels` | C source for one group, built with `cc`, loaded with `ctypes`, cached by source hash | 20 | 5 |
+# | `pipeline` | the full backend through AOTAutograd: forward and gradients equal to eager | 25 | 3 |
+# | `speed` | your compiled chains against eager PyTorch, timed by the grader | 15 | 1.5 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 14 in all.
 #
 # **Rules of the game.** Inductor is off-limits inside your backend, and your kernels must be
 # single-threaded: plain C loops, no OpenMP, no threads. The graders do not take your word for what your
@@ -278,6 +280,46 @@ check("graph_breaks")
 # `_creates_cycle(members)` (rule 5 for a set of nodes) is there for you to write and use; `reduction_dims`
 # is given.
 
+#
+# **Stuck?** Open the hints one at a time.
+#
+# <details><summary>Hint 1: where to start</summary>
+#
+# Write `is_pointwise` and `is_reduction` first, and print them for every node of `softmax_gm` and of the
+# graphs of `x.mean(-1)`, `x.sum(0)` and `x.sum(-1, dtype=torch.float64)` (use `aten_graph` below). Then
+# plan with rules 3 and 4 alone, ignoring cycles, until the softmax gives its three kernels. Add rule 5
+# last, with a graph where a path leaves a group and comes back (`a = x.sin(); b = a @ w; return a * b`
+# for a square `w`).
+# </details>
+#
+# <details><summary>Hint 2: the idea</summary>
+#
+# Keep two maps: node to group id, and group id to `{nodes, shape, open}`. A pointwise node always makes
+# a new group; merging a candidate takes the union and removes the candidate's entry (point every member
+# at the new id). Rule 5 is a search along `.users`: start from the users of the members that are
+# outside the set and walk forward; if the walk ever reaches a member again, the set would need a value
+# computed after it. Nodes are in topological order, so the walk ends.
+# </details>
+#
+# <details><summary>Hint 3: near code</summary>
+#
+# ```python
+# for node in gm.graph.nodes:
+#     if is_pointwise(node):
+#         members, shape = {node}, tuple(node.meta["val"].shape)
+#         for arg in the distinct tensor arguments of node, in order:
+#             g = the group of arg
+#             if g exists and is open and has this shape and not _creates_cycle(members | g.nodes):
+#                 members |= g.nodes and forget g
+#         record an open group (members, shape)
+#     elif is_reduction(node):
+#         x = node.args[0]
+#         if x's group is open, has x's shape and accepts node without a cycle: node joins it
+#         otherwise node is a group of its own; either way the group is closed
+# ```
+#
+# The result: each group's names in graph order, the groups sorted by their first node.
+# </details>
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "plan-solution", "locked": false, "schema_version": 3, "solution": true}
 def _val(node):
     return node.meta.get("val") if isinstance(node, fx.Node) else None
@@ -499,6 +541,50 @@ check("fusion_plan")
 # approximate reciprocal instructions, which give NaN at 0 and at ±inf (`rsqrt(0)`, `1 / inf`), so the graders
 # never give those ops 0 or an infinity.
 
+#
+# **Stuck?** Open the hints one at a time.
+#
+# <details><summary>Hint 1: where to start</summary>
+#
+# Generate the kernel of a one-node group, `[sin]` on a `[4, 8]` input: one flat loop, one input, one
+# output. Print the source, `build` it, and compare `run_kernel` with `torch.sin`. Then two members (one
+# local variable per member), then inputs of smaller shapes (`index_mode`), then a closing reduction.
+# </details>
+#
+# <details><summary>Hint 2: the idea</summary>
+#
+# A kernel is one loop over the flat index `i` of the iteration shape `S`. Each input is loaded once per
+# element into a local `float` with its index mode (`i`, `0`, `i % k`, `i / k`); each member becomes a
+# local computed from `c_expr`; each output is stored at `[i]`. A reduction over the last dim splits the
+# loop in two: rows outside, each with its accumulator, columns inside running the same body, one store
+# per row. A reduction over everything is the same loop with a single row.
+# </details>
+#
+# <details><summary>Hint 3: near code</summary>
+#
+# The middle group of the softmax above (`sub, exp, sum_1` on `[4, 8]`; inputs `t_1` and `amax`, which
+# has shape `[4, 1]`; outputs `exp`, read later by `div`, and the sum):
+#
+# ```c
+# #include <math.h>
+# #include <stdint.h>
+# void k1(const float* restrict in0, const float* restrict in1, float* restrict out0, float* restrict out1) {
+#   for (int64_t r = 0; r < 4; r++) {
+#     double acc = 0.0;
+#     for (int64_t c = 0; c < 8; c++) {
+#       int64_t i = r * 8 + c;
+#       float v_t_1 = in0[i];
+#       float v_amax = in1[i / 8];
+#       float v_sub = v_t_1 - v_amax;
+#       float v_exp = expf(v_sub);
+#       out0[i] = v_exp;
+#       acc += v_exp;
+#     }
+#     out1[r] = (float)acc;
+#   }
+# }
+# ```
+# </details>
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "codegen-solution", "locked": false, "schema_version": 3, "solution": true}
 def c_const(value):
     """A Python number as a C float constant."""

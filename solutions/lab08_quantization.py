@@ -28,15 +28,17 @@
 # and the machinery around it, and the graders compare you bit for bit with **torchao**, the
 # library where PyTorch's quantization lives today (`torch.ao.quantization` is deprecated):
 #
-# | part | you build | points |
-# |---|---|---|
-# | `qparams` | integer ranges, and scale / zero point per tensor, per channel or per group (`block_size`) | 15 |
-# | `quantize` | `quantize` and `dequantize`, bit-exact against `torchao`'s `quantize_affine` / `dequantize_affine` | 15 |
-# | `observers` | a min-max observer, per tensor or per channel, with an optional moving average | 15 |
-# | `fake_quant` | fake quantization with a straight-through estimator, as an `autograd.Function` | 15 |
-# | `int8_linear` | an integer matmul with int32 accumulation, and a fully int8 linear layer with requantization | 15 |
-# | `int4` | int4 weights packed two per byte, and a group-wise int4 weight-only linear | 10 |
-# | `ptq` | post-training quantization as a `torch.fx` graph pass, checked against torchao's PT2E flow | 15 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `qparams` | integer ranges, and scale / zero point per tensor, per channel or per group (`block_size`) | 15 | 2 |
+# | `quantize` | `quantize` and `dequantize`, bit-exact against `torchao`'s `quantize_affine` / `dequantize_affine` | 15 | 1 |
+# | `observers` | a min-max observer, per tensor or per channel, with an optional moving average | 15 | 1.5 |
+# | `fake_quant` | fake quantization with a straight-through estimator, as an `autograd.Function` | 15 | 1 |
+# | `int8_linear` | an integer matmul with int32 accumulation, and a fully int8 linear layer with requantization | 15 | 1 |
+# | `int4` | int4 weights packed two per byte, and a group-wise int4 weight-only linear | 10 | 1.5 |
+# | `ptq` | post-training quantization as a `torch.fx` graph pass, checked against torchao's PT2E flow | 15 | 3 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 11 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with torchao or PyTorch. The hidden graders

@@ -23,12 +23,14 @@
 # call, `dist.all_reduce(t)`. In this lab you build that call, and its relatives, out of the only
 # thing a network really offers: one rank sending a buffer to another.
 #
-# | part | you build | points |
-# |---|---|---|
-# | `tree` | a binomial tree: `tree_broadcast` and `tree_reduce` from any root, in $\lceil\log_2 W\rceil$ rounds | 25 |
-# | `ring` | chunk boundaries for any size, `ring_reduce_scatter`, `ring_all_gather`, and the two together: `ring_all_reduce` | 40 |
-# | `all_to_all` | every rank sends a different tensor to every other rank | 15 |
-# | `alpha_beta` | the α-β cost model, fitted to your own timings, and used to predict | 20 |
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `tree` | a binomial tree: `tree_broadcast` and `tree_reduce` from any root, in $\lceil\log_2 W\rceil$ rounds | 25 | 2 |
+# | `ring` | chunk boundaries for any size, `ring_reduce_scatter`, `ring_all_gather`, and the two together: `ring_all_reduce` | 40 | 3 |
+# | `all_to_all` | every rank sends a different tensor to every other rank | 15 | 1.5 |
+# | `alpha_beta` | the α-β cost model, fitted to your own timings, and used to predict | 20 | 1 |
+#
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 7.5 in all.
 #
 # Everything runs on your CPU: each rank is a separate Python process, and the processes talk
 # over TCP on `127.0.0.1` through the **gloo** backend. `run_world(fn, W, inputs)` (imported below)
