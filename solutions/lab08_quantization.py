@@ -32,13 +32,13 @@
 # |---|---|---|---|
 # | `qparams` | integer ranges, and scale / zero point per tensor, per channel or per group (`block_size`) | 15 | 2 |
 # | `quantize` | `quantize` and `dequantize`, bit-exact against `torchao`'s `quantize_affine` / `dequantize_affine` | 15 | 1 |
-# | `observers` | a min-max observer, per tensor or per channel, with an optional moving average | 15 | 1.5 |
+# | `observers` | a min-max observer, per tensor or per channel, with an optional moving average; a histogram observer that leaves out the tails | 15 | 2 |
 # | `fake_quant` | fake quantization with a straight-through estimator, as an `autograd.Function` | 15 | 1 |
 # | `int8_linear` | an integer matmul with int32 accumulation, and a fully int8 linear layer with requantization | 15 | 1 |
 # | `int4` | int4 weights packed two per byte, and a group-wise int4 weight-only linear | 10 | 1.5 |
 # | `ptq` | post-training quantization as a `torch.fx` graph pass, checked against torchao's PT2E flow | 15 | 3 |
 #
-# The hours are a rough guide for a learner who has worked through the stage's lectures: about 11 in all.
+# The hours are a rough guide for a learner who has worked through the stage's lectures: about 11.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with torchao or PyTorch. The hidden graders
@@ -286,6 +286,28 @@ check("quantize")
 #
 # Observers are the deprecated `torch.ao.quantization.observer` classes' idea, and torchao's PT2E
 # flow still inserts this kind of module into the graph before calibration.
+#
+# **A histogram observer.** One outlier stretches a min-max range, and every other value then gets
+# fewer levels. A histogram observer counts how many values fall in each bin, and afterwards chooses a
+# range that leaves out a small fraction `tail` of the values at each end. (torch.ao's
+# `HistogramObserver` keeps 2048 bins over a range that grows, re-binning as it grows, and searches
+# for the range with the smallest quantization error; this one is simpler, and exact.)
+# `HistogramObserver(qmin, qmax, symmetric, bin_width, tail=0.0, eps=None)`, per tensor:
+#
+# * Bins have a fixed width, a power of two (`2.0 ** -6`, `0.25`, `1.0`, `4.0`; any other width,
+#   zero or negative included, is a `ValueError`), and are aligned at 0: the value `v` falls in bin
+#   `k = floor(v / bin_width)`, which covers `[k * bin_width, (k + 1) * bin_width)`. Dividing by a
+#   power of two is exact in floating point, so every correct implementation agrees on `k`. Negative
+#   values have negative bins: with width 1, `-0.1` is in bin `-1` and `2.0` in bin `2`.
+# * `forward(x)` adds each value of `x` to its bin's count and returns `x` (the same object). An empty
+#   batch changes nothing; a batch holding a NaN or an infinity raises `ValueError` and changes
+#   nothing. `self.bins` is a dict `{k: count}` of Python ints, with the bins that hold at least one value.
+# * `range()` returns `(min_val, max_val)`, 0-d float32 tensors. With `N` values seen so far and
+#   `drop = math.floor(tail * N)`, `min_val` is the left edge of the bin that holds the
+#   `(drop + 1)`-th smallest value, and `max_val` the right edge of the bin that holds the
+#   `(drop + 1)`-th largest. `tail` must be in `[0, 0.5)` (otherwise a `ValueError` from the constructor).
+# * `calculate_qparams()` returns `qparams_from_minmax(min_val, max_val, ...)` as `MinMaxObserver`
+#   does. Before any data, `range()` and `calculate_qparams()` raise `RuntimeError`.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "observers-solution", "locked": false, "schema_version": 3, "solution": true}
 class MinMaxObserver(nn.Module):
@@ -335,6 +357,60 @@ class MinMaxObserver(nn.Module):
         ### END SOLUTION
 
 
+class HistogramObserver(nn.Module):
+    def __init__(self, qmin, qmax, symmetric, bin_width, tail=0.0, eps=None):
+        super().__init__()
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 observers-solution
+        if math.frexp(bin_width)[0] != 0.5:          # 0.5 for positive powers of two only
+            raise ValueError(f"bin_width must be a power of two, got {bin_width}")
+        if not 0.0 <= tail < 0.5:
+            raise ValueError(f"tail must be in [0, 0.5), got {tail}")
+        self.qmin, self.qmax, self.symmetric = qmin, qmax, symmetric
+        self.bin_width, self.tail = float(bin_width), float(tail)
+        self.eps = torch.finfo(torch.float32).eps if eps is None else eps
+        self.bins = {}
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 observers-solution
+        t = x.detach().to(torch.float32).reshape(-1)
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError("a histogram observer cannot count NaN or infinite values")
+        ks, counts = torch.unique(torch.floor(t / self.bin_width).to(torch.int64), return_counts=True)
+        for k, n in zip(ks.tolist(), counts.tolist()):
+            self.bins[k] = self.bins.get(k, 0) + n
+        return x
+        ### END SOLUTION
+
+    def range(self):
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 observers-solution
+        if not self.bins:
+            raise RuntimeError("the observer has seen no data")
+        drop = math.floor(self.tail * sum(self.bins.values()))
+
+        def edge_bin(keys):
+            seen = 0
+            for k in keys:
+                seen += self.bins[k]
+                if seen > drop:
+                    return k
+
+        lo, hi = edge_bin(sorted(self.bins)), edge_bin(sorted(self.bins, reverse=True))
+        return (torch.tensor(lo * self.bin_width, dtype=torch.float32),
+                torch.tensor((hi + 1) * self.bin_width, dtype=torch.float32))
+        ### END SOLUTION
+
+    def calculate_qparams(self):
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab08 observers-solution
+        min_val, max_val = self.range()
+        return qparams_from_minmax(min_val, max_val, self.qmin, self.qmax, self.symmetric, self.eps)
+        ### END SOLUTION
+
+
 # %% nbgrader={"grade": false, "grade_id": "observers-explore", "locked": false, "schema_version": 3, "solution": false}
 # Predict first: a moving average with c = 0.1 sees a batch with max 10 and then nine batches with
 # max 1. Where does its max end up? Where does the plain min-max observer's?
@@ -344,6 +420,14 @@ for i in range(10):
     plain(batch)
     moving(batch)
 print("min-max max:", plain.max_val.item(), " moving-average max:", round(moving.max_val.item(), 4))
+
+# Predict first: 1000 values from a normal distribution plus one outlier at 40. Which range does a
+# min-max observer choose, and which does a histogram observer with tail=0.001 choose?
+acts = torch.cat([torch.randn(1000, generator=torch.Generator().manual_seed(0)), torch.tensor([40.0])])
+hist = HistogramObserver(0, 255, False, bin_width=0.25, tail=0.001)
+hist(acts)
+print("min-max range:", [acts.min().item(), acts.max().item()])
+print("histogram range:", [v.item() for v in hist.range()], " bins used:", len(hist.bins))
 
 # %% nbgrader={"grade": true, "grade_id": "observers", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="Observers"
 check("observers")

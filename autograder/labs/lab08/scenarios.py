@@ -109,6 +109,41 @@ def observe(sub, config, batches, qparams_before=False):
     return result
 
 
+def observe_histogram(sub, config, batches, before=False):
+    """Feeds the batches to one HistogramObserver: its bins after each batch, then range() and qparams."""
+    try:
+        obs = sub.HistogramObserver(**config)
+    except Exception as exc:  # noqa: BLE001
+        return {"init": {"error": type(exc).__name__, "message": str(exc)[:200]}}
+    result = {"init": {"value": "constructed"}, "steps": []}
+    if before:
+        for name in ("range", "calculate_qparams"):
+            try:
+                getattr(obs, name)()
+                result[name + "_before"] = {"value": "no error"}
+            except Exception as exc:  # noqa: BLE001
+                result[name + "_before"] = {"error": type(exc).__name__}
+    for batch in batches:
+        x = _t(batch)
+        try:
+            out = obs(x)
+            result["steps"].append({"same": out is x and bool(torch.equal(x, _t(batch))),
+                                    "bins": [[int(k), int(n)] for k, n in dict(obs.bins).items()]})
+        except Exception as exc:  # noqa: BLE001
+            result["steps"].append({"error": type(exc).__name__, "message": str(exc)[:200]})
+    try:
+        lo, hi = obs.range()
+        result["range"] = {"min_val": _out(lo), "max_val": _out(hi)}
+    except Exception as exc:  # noqa: BLE001
+        result["range"] = {"error": type(exc).__name__, "message": str(exc)[:200]}
+    try:
+        scale, zp = obs.calculate_qparams()
+        result["qparams"] = {"scale": _out(scale), "zero_point": _out(zp)}
+    except Exception as exc:  # noqa: BLE001
+        result["qparams"] = {"error": type(exc).__name__, "message": str(exc)[:200]}
+    return result
+
+
 # -- part fake_quant ---------------------------------------------------------------------------
 def fake_quant(sub, cases):
     def one(x, block_size, scale, zero_point, qmin, qmax, gout):
