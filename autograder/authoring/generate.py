@@ -21,7 +21,6 @@ from pathlib import Path
 
 import jupytext
 import nbformat
-from nbgrader.preprocessors import ClearSolutions
 
 from autograder.paths import BUILD, LabPaths, all_labs, lab_paths
 
@@ -51,6 +50,8 @@ def solution_notebook(text: str) -> nbformat.NotebookNode:
 
 def student_notebook(text: str) -> nbformat.NotebookNode:
     """The release notebook: solution regions replaced by `raise NotImplementedError()`."""
+    from nbgrader.preprocessors import ClearSolutions  # here, not at the top: importing nbgrader takes seconds
+
     nb = solution_notebook(text)
     nb, _ = ClearSolutions().preprocess(nb, {})
     for cell in nb.cells:
