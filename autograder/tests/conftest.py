@@ -54,6 +54,22 @@ def pytest_xdist_make_scheduler(config, log):
     return UnitScheduling(config, log)
 
 
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The browser the book and formgrader checks drive. Without one they skip, except under CI (the CI
+    variable set), where they fail."""
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    reason = "chromium is not installed (apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must install it", pytrace=False)
+    pytest.skip(reason)
+
+
 _lab_summaries: list[str] = []
 
 

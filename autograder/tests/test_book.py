@@ -10,9 +10,7 @@ Without Chromium the browser checks skip, except under CI (the CI variable set),
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -202,18 +200,6 @@ def test_no_solution_text_in_the_book(book):
 
 
 # --------------------------------------------------------------------------- the browser
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    reason = "chromium is not installed (apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI must install it", pytrace=False)
-    pytest.skip(reason)
-
-
 def _dump_dom(chromium: str, page: Path, tmp_path: Path) -> str:
     assert page.is_file(), page
     profile = tmp_path / f"chromium-profile-{page.stem}"

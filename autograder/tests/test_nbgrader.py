@@ -2,8 +2,10 @@
 
 generate_assignment -> release_assignment -> fetch_assignment (labkit and the public tests come along, so
 check() works in the fetched folder) -> validate (fails unsolved, passes solved) -> submit -> collect ->
-autograde (nbgrader's command, hidden graders inside) -> generate_feedback -> export.
-Every step is the real `nbgrader` command line, run the way an instructor or student types it.
+autograde (nbgrader's command, hidden graders inside) -> the formgrader's Autograde buttons, clicked in
+Chromium -> generate_feedback -> export.
+Every step is the real `nbgrader` command line, run the way an instructor or student types it, or the real
+formgrader page in a real browser.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 
@@ -21,6 +25,7 @@ import pytest
 from autograder.authoring.generate import render, solution_notebook, student_notebook
 from autograder.bridges import nbgrader as bridge
 from autograder.paths import LabPaths
+from autograder.tests.browser import browser, free_port
 
 TOYLAB = Path(__file__).parent / "toylab"
 LATE = "2026-11-23 18:58:32.110655 UTC"     # the format `nbgrader submit` writes
@@ -154,6 +159,71 @@ def test_autograde_again_as_the_formgrader_button_does_never_zeroes(graded, toy)
     assert dict(bridge.grade_course(toy, graded)) == {"alice": 15, "bob": 10}
     with gradebook(graded) as gb:
         assert gb.find_submission("lab00", "alice").score == 15
+
+
+@pytest.fixture(scope="module")
+def formgrader(graded):
+    """A Jupyter server in the course directory with nbgrader's formgrader, as an instructor starts one; its URL
+    and token."""
+    port, token = free_port(), "ipt-" + os.urandom(8).hex()
+    env = {**bridge.environment(), "JUPYTER_CONFIG_DIR": str(graded / ".jupyter"),
+           "JUPYTER_DATA_DIR": str(graded / ".jupyter-data"), "JUPYTER_RUNTIME_DIR": str(graded / ".jupyter-runtime")}
+    log = (graded / "server.log").open("w")
+    server = subprocess.Popen([sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root",
+                               "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+                               "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"],
+                              cwd=graded, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > end:
+                    pytest.fail(f"the Jupyter server did not start:\n{(graded / 'server.log').read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield url, token
+    finally:
+        server.terminate()
+        server.wait(30)
+        log.close()
+
+
+ROWS = """(() => {
+    const rows = [...document.querySelectorAll('#main-table tr')]
+        .map(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()));
+    return rows.length === 2 && rows.every(r => r.length >= 5 && r[4] && r[1] !== 'Please wait...') ? rows : null;
+})()"""
+
+
+def test_formgrader_autograde_buttons_in_a_browser_keep_the_grades(formgrader, graded, chromium, tmp_path):
+    """The instructor's page, as Chromium renders it: both submissions graded with their scores; clicking
+    each student's Autograde button (the lightning icon) regrades through the hidden graders and leaves the
+    same scores, the late penalty included."""
+    url, token = formgrader
+    with browser(chromium, tmp_path / "profile") as page:
+        page.goto(f"{url}/tree?token={token}")        # logs in, as the link `jupyter server` prints does
+        page.goto(f"{url}/formgrader/manage_submissions/lab00")
+        before = {row[1]: row for row in page.wait_for(ROWS, what="the submissions table")}
+        assert {s: (r[3], r[4]) for s, r in before.items()} == {"alice": ("graded", "15 / 15"), "bob": ("graded", "10 / 15")}, before
+        assert before["bob"][2] == "2026-11-23 18:58:32 UTC", before["bob"]
+        for student in ("alice", "bob"):
+            page.js(f"""[...document.querySelectorAll('#main-table tr')]
+                .find(tr => tr.querySelector('.student-id').innerText.trim() === '{student}')
+                .querySelector('.autograde a').click()""")
+            modal = page.wait_for(f"[...document.querySelectorAll('.modal')].map(m => m.innerText).find(t => t.includes(\"student '{student}'\"))",
+                                  timeout=300, what=f"the autograde of {student} to finish")
+            assert f"Successfully autograded 'lab00' for student '{student}'" in modal, modal[-3000:]
+            page.js("$('.modal, .modal-backdrop').remove()")
+        after = {row[1]: row for row in page.wait_for(ROWS, what="the submissions table after autograding")}
+        assert {s: (r[3], r[4]) for s, r in after.items()} == {"alice": ("graded", "15 / 15"), "bob": ("graded", "10 / 15")}, after
+        assert not page.errors, page.errors
+    with gradebook(graded) as gb:
+        alice, bob = gb.find_submission("lab00", "alice"), gb.find_submission("lab00", "bob")
+        assert (alice.score, alice.late_submission_penalty) == (15, 0)
+        assert (bob.score, bob.late_submission_penalty) == (10, 10)
 
 
 def test_feedback_and_export(graded):
