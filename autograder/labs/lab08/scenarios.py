@@ -30,13 +30,18 @@ def _out(t):
     return {"values": t.numpy(force=True).copy(), "dtype": dtype}
 
 
+def _error(exc):
+    """The reply for a case where the learner's code raised: the type, and the start of the message."""
+    return {"error": type(exc).__name__, "message": str(exc)[:200]}
+
+
 def _each(cases, fn):
     results = []
     for case in cases:
         try:
             results.append(fn(**case))
         except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
-            results.append({"error": type(exc).__name__, "message": str(exc)[:200]})
+            results.append(_error(exc))
     return results
 
 
@@ -114,7 +119,7 @@ def observe_histogram(sub, config, batches, before=False):
     try:
         obs = sub.HistogramObserver(**config)
     except Exception as exc:  # noqa: BLE001
-        return {"init": {"error": type(exc).__name__, "message": str(exc)[:200]}}
+        return {"init": _error(exc)}
     result = {"init": {"value": "constructed"}, "steps": []}
     if before:
         for name in ("range", "calculate_qparams"):
@@ -130,17 +135,17 @@ def observe_histogram(sub, config, batches, before=False):
             result["steps"].append({"same": out is x and bool(torch.equal(x, _t(batch))),
                                     "bins": [[int(k), int(n)] for k, n in dict(obs.bins).items()]})
         except Exception as exc:  # noqa: BLE001
-            result["steps"].append({"error": type(exc).__name__, "message": str(exc)[:200]})
+            result["steps"].append(_error(exc))
     try:
         lo, hi = obs.range()
         result["range"] = {"min_val": _out(lo), "max_val": _out(hi)}
     except Exception as exc:  # noqa: BLE001
-        result["range"] = {"error": type(exc).__name__, "message": str(exc)[:200]}
+        result["range"] = _error(exc)
     try:
         scale, zp = obs.calculate_qparams()
         result["qparams"] = {"scale": _out(scale), "zero_point": _out(zp)}
     except Exception as exc:  # noqa: BLE001
-        result["qparams"] = {"error": type(exc).__name__, "message": str(exc)[:200]}
+        result["qparams"] = _error(exc)
     return result
 
 
