@@ -34,7 +34,8 @@ setup: $(STAMP)  ## create .venv with the pinned environment (idempotent)
 
 $(STAMP): requirements.txt requirements-torch.txt
 	@mkdir -p build/tmp
-	$(PYTHON) -m venv $(VENV)
+	@# an existing venv is kept: re-creating it with another python3.11 found on PATH would break it
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# a torch wheel pip already has locally (a course machine's wheel folder) is used as it is; otherwise
 	@# PyTorch's CPU index on Linux (the public index would bring the CUDA build), PyPI on macOS

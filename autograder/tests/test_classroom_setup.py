@@ -53,6 +53,13 @@ def test_setup_here_takes_the_local_wheel_without_any_index(tmp_path):
     assert "-m pip install -q --find-links build/wheels torch==2.13.0" in calls, calls
 
 
+def test_setup_keeps_an_existing_venv(tmp_path):
+    """Setup reruns when requirements change; it must not re-create the venv (another python3.11 on PATH, a
+    fresh shell's /usr/bin one, would rewrite pyvenv.cfg under the installed packages and break them)."""
+    calls = setup_commands(tmp_path, local_wheel=True)
+    assert not [c for c in calls if c.startswith("-m venv")], calls
+
+
 def test_pip_finds_torch_without_an_index_here(tmp_path):
     """The first step really succeeds on this machine (pip's config has find-links), with no network, even in a
     fresh venv whose torch dependencies are not local wheels (so `install --no-index` alone would fail)."""

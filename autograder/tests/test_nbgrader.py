@@ -24,7 +24,7 @@ import pytest
 
 from autograder.authoring.generate import render, solution_notebook, student_notebook
 from autograder.bridges import nbgrader as bridge
-from autograder.paths import LabPaths
+from autograder.paths import REPO, LabPaths, lab_paths
 from autograder.tests.browser import browser, free_port
 
 TOYLAB = Path(__file__).parent / "toylab"
@@ -237,3 +237,36 @@ def test_feedback_and_export(graded):
     assert float(rows["alice"]["raw_score"]) == 15 and float(rows["alice"]["score"]) == 15
     assert float(rows["bob"]["raw_score"]) == 10 and float(rows["bob"]["late_submission_penalty"]) == 10
     assert float(rows["bob"]["score"]) == 0 and rows["bob"]["timestamp"].startswith("2026-11-23 18:58:32")
+
+
+def test_readme_make_targets_run_the_cycle_on_a_real_lab(tmp_path):
+    """README's instructor commands, typed as written in a fresh shell (no venv on PATH), on lab01: make nbgrader,
+    nbgrader-release, (a student fetches and submits the reference answers), nbgrader-collect, nbgrader-grade,
+    nbgrader-feedback."""
+    course, home = tmp_path / "course", tmp_path / "student"
+    home.mkdir()
+    shell = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+             "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+
+    def make(*args):
+        proc = subprocess.run(["make", "-s", *args, f"NBGRADER_COURSE={course}"], cwd=REPO,
+                              env=shell, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"make {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+        return proc.stdout
+
+    make("nbgrader")
+    make("nbgrader-release", "LAB=lab01")
+    lab01 = lab_paths("lab01")
+    exchange = f"--Exchange.root={course / 'exchange'}"
+    nbgrader(home, "fetch_assignment", "lab01", "--course", bridge.COURSE_ID, exchange)
+    fetched = home / "lab01" / f"{lab01.slug}.ipynb"
+    assert fetched.is_file() and "IPT-CANARY" not in fetched.read_text()
+    fetched.write_text(answer(lab01, {}))
+    nbgrader(home, "submit", "lab01", "--course", bridge.COURSE_ID, "--student=carol", exchange)
+    make("nbgrader-collect", "LAB=lab01")
+    graded = make("nbgrader-grade", "LAB=lab01")
+    assert "carol: 100" in graded, graded
+    make("nbgrader-feedback", "LAB=lab01")
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert float(rows["carol"]["score"]) == 100, rows
+    assert (course / "feedback" / "carol" / "lab01" / f"{lab01.slug}.html").is_file()
