@@ -18,7 +18,7 @@ from pathlib import Path
 
 from labkit.notebook import Assembly, LabInfo, NotebookError, assemble, lab_info, read_notebook
 
-from autograder.engine import results, sandbox
+from autograder.engine import p0fork, results, sandbox
 from autograder.paths import AUTOGRADER, REPO, LabPaths, build_dir, lab_paths, project_env
 
 GRADER_INI = AUTOGRADER / "engine" / "grader.ini"
@@ -143,13 +143,27 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     env = {**os.environ, **project_env(), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")]),
            "PYTHONHASHSEED": "0"}
     error = None
-    try:
-        proc = subprocess.run(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=limit)
-        if proc.returncode not in (0, 1):
-            error = f"pytest exited with status {proc.returncode}:\n{(proc.stdout + proc.stderr)[-4000:]}"
-    except subprocess.TimeoutExpired:
-        error = f"the graders did not finish within {limit} s"
+    server = p0fork.server_for(env)
+    if server is not None:  # the same pytest run, forked from a process that has imported torch & co. already
+        log = workdir / "pytest.log"
+        try:
+            code = server.run(cmd[3:], str(workdir), str(log), limit)
+        except OSError:
+            server = None
+        else:
+            if code is None:
+                error = f"the graders did not finish within {limit} s"
+            elif code not in (0, 1):
+                output = log.read_text(errors="replace") if log.exists() else ""
+                error = f"pytest exited with status {code}:\n{output[-4000:]}"
+    if server is None:
+        try:
+            proc = subprocess.run(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=limit)
+            if proc.returncode not in (0, 1):
+                error = f"pytest exited with status {proc.returncode}:\n{(proc.stdout + proc.stderr)[-4000:]}"
+        except subprocess.TimeoutExpired:
+            error = f"the graders did not finish within {limit} s"
     records = [json.loads(line) for line in outcomes.read_text().splitlines()] if outcomes.exists() else []
     tests = [r for r in records if r.get("kind") == "test"]
     session = next((r for r in records if r.get("kind") == "session"), {})

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import nbformat
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 from autograder.authoring.generate import render, solution_notebook, student_notebook
-from autograder.engine import sandbox, wire
+from autograder.engine import p0fork, sandbox, wire
 from autograder.engine.pipeline import Options, grade
 from autograder.engine.student import Student, StudentCrash, StudentError, StudentTimeout
 from autograder.paths import LabPaths
@@ -228,6 +230,42 @@ def test_grading_twice_gives_identical_results(toy, tmp_path):
     one, _, _ = graded(toy, tmp_path, "twice_a", cells={"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]"})
     two, _, _ = graded(toy, tmp_path, "twice_b", cells={"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]"})
     assert [(p.id, p.score, p.failures) for p in one.parts] == [(p.id, p.score, p.failures) for p in two.parts]
+
+
+def test_the_warm_p0_grades_exactly_as_a_fresh_pytest_process(toy, tmp_path, monkeypatch):
+    """Gradings run as children of a P0 server that imported torch & co. once (engine/p0fork.py): the same
+    parts, scores and failure texts as a plain `python -m pytest`, for a bug, a hang and the reference."""
+    cells = {"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]",
+             "add_impl": "def add(a, b):\n    while True:\n        pass"}
+    runs = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("IPT_P0_FORK", mode)
+        result, _, _ = graded(toy, tmp_path, f"mode{mode}", cells=cells)
+        runs[mode] = [(p.id, p.score, p.failures) for p in result.parts]
+    assert runs["0"] == runs["1"]
+    assert p0fork.server_for(dict(os.environ)) is not None, "the P0 server should start on Linux"
+
+
+def test_a_warm_p0_run_past_its_limit_is_killed_with_what_it_started(tmp_path):
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    server = p0fork.Server(env)
+    try:
+        (tmp_path / "test_sleep.py").write_text(
+            "import subprocess, sys, time\n\ndef test_sleep():\n"
+            "    subprocess.Popen([sys.executable, '-c', 'import time; open(\"started\", \"w\"); time.sleep(60)'])\n"
+            "    time.sleep(60)\n")
+        started = time.monotonic()
+        code = server.run(["-q", "-p", "no:cacheprovider", str(tmp_path / "test_sleep.py")], str(tmp_path),
+                          str(tmp_path / "log"), timeout=5)
+        assert code is None and time.monotonic() - started < 30
+        time.sleep(0.5)
+        assert (tmp_path / "started").exists()
+        leftovers = subprocess.run(["pgrep", "-f", "time.sleep\\(60\\)"], capture_output=True, text=True).stdout.split()
+        assert not leftovers, f"processes the timed-out run started are still alive: {leftovers}"
+        assert server.run(["-q", "-p", "no:cacheprovider", "--co", str(tmp_path / "test_sleep.py")], str(tmp_path),
+                          str(tmp_path / "log2"), timeout=60) == 0, "the server goes on serving after a timeout"
+    finally:
+        server.close()
 
 
 def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, capsys):

@@ -1,0 +1,162 @@
+"""A warm P0 for the graders' pytest runs: one process imports pytest, hypothesis, numpy and torch once, and
+forks a child per grading that runs `pytest.main(args)`. A grading then no longer pays those imports
+(about 2 s of CPU each, most of a small lab's grading).
+
+Trusted side only: the learner's code never runs in the server or its children; each child starts its own
+P1 (the student process) exactly as a fresh `python -m pytest` would. The server is started with the
+environment of the first grading (PYTHONHASHSEED, OMP_NUM_THREADS and PYTHONPATH take effect at start-up);
+a grading that needs another environment runs as a plain subprocess (`pipeline.run_graders` decides).
+IPT_P0_FORK=0 turns the server off.
+
+Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc"} -> {"pid"}. The child writes its
+pytest exit status to the file `rc` and exits; the caller watches the pid (its own process group, so a
+timeout kills the child and whatever it started) and reads `rc`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PRELOAD = ("numpy", "torch", "hypothesis", "pytest", "autograder.engine.plugin")
+
+
+def _child(job: dict) -> None:
+    code = 3
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)   # the server ignores it; pytest and P1 need their children
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.chdir(job["cwd"])
+        os.environ.clear()
+        os.environ.update(job["env"])
+        sys.stdin = open(os.devnull)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        import pytest
+        code = int(pytest.main(job["args"]))
+    except BaseException as exc:  # noqa: BLE001 - the caller sees the status and the log
+        try:
+            print(f"p0fork child: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            with open(job["rc"] + ".tmp", "w") as f:
+                f.write(str(code))
+            os.rename(job["rc"] + ".tmp", job["rc"])
+        finally:
+            os._exit(code)
+
+
+def serve() -> None:
+    import importlib
+    for name in PRELOAD:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped by the kernel
+    print("ready", flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(job)
+        print(json.dumps({"pid": pid}), flush=True)
+
+
+class Server:
+    """The client side: one server per environment, shared by the threads of this process."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env, self.lock = env, threading.Lock()
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.engine.p0fork"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                                     start_new_session=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.close()
+            raise OSError("the P0 fork server did not start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, args: list[str], cwd: str, log: str, timeout: float) -> int | None:
+        """pytest.main(args) in a fresh child; its exit status, or None when it ran past `timeout` (killed)."""
+        rc = log + ".rc"
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"args": args, "cwd": cwd, "env": self.env, "log": log, "rc": rc}) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+        if not reply:
+            raise OSError("the P0 fork server went away")
+        pid = json.loads(reply)["pid"]
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while _running(pid):
+            if time.monotonic() > deadline:
+                _kill_group(pid)
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        try:
+            with open(rc) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return -signal.SIGKILL   # died without a word: killed from outside, or crashed
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_servers: dict[str, Server] = {}
+_servers_lock = threading.Lock()
+
+
+def server_for(env: dict[str, str]) -> Server | None:
+    """The warm server for this environment (started on first use); None where forking is off or fails."""
+    if os.environ.get("IPT_P0_FORK", "1") == "0" or not sys.platform.startswith("linux"):
+        return None
+    key = json.dumps(env, sort_keys=True)
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is not None and server.alive():
+            return server
+        try:
+            server = _servers[key] = Server(env)
+        except OSError:
+            return None
+        return server
+
+
+if __name__ == "__main__":
+    serve()
