@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from autograder.bridges import nbgrader as bridge
-from autograder.engine import sandbox
+from autograder.engine import p0fork, sandbox
 from autograder.engine.pipeline import Options, grade
 from autograder.engine.student import Student
 from autograder.paths import LabPaths, build_dir, lab_paths
@@ -45,8 +45,10 @@ def nbgrader_course(paths: LabPaths, submissions: list[Path]) -> Path:
 
 
 def _children_cpu() -> float:
+    """CPU seconds of every process this one started and waited for, and of the graders' runs forked by the
+    warm P0 (engine/p0fork.py: not this process's children, so they report their own)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime + p0fork.cpu_seconds()
 
 
 def time_ours(paths: LabPaths, sub: Path, i: int) -> tuple[float, float]:

@@ -8,12 +8,16 @@ environment of the first grading (PYTHONHASHSEED, OMP_NUM_THREADS and PYTHONPATH
 a grading that needs another environment runs as a plain subprocess (`pipeline.run_graders` decides).
 IPT_P0_FORK=0 turns the server off.
 
-Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc"} -> {"pid"}. The child writes its
-pytest exit status to the file `rc` and exits; the caller watches the pid (its own process group, so a
-timeout kills the child and whatever it started) and reads `rc`.
+Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc"} -> {"pid"}. The child (a process
+group of its own, so a timeout kills it and whatever it started) runs pytest in a grandchild, waits for it
+and writes its exit status and CPU seconds to the file `rc`; the caller watches the pid and reads `rc`.
+CPU accounting: the runs are not the caller's children, so `cpu_seconds()` sums what they reported; at exit
+the caller waits for its servers, which have waited for their children, so a process that runs a grading
+in a subprocess (nbgrader, the CLI) still sees the whole CPU in its RUSAGE_CHILDREN.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -25,11 +29,10 @@ import time
 PRELOAD = ("numpy", "torch", "hypothesis", "pytest", "autograder.engine.plugin")
 
 
-def _child(job: dict) -> None:
+def _run_pytest(job: dict) -> None:
+    """The grandchild: pytest.main(args) in the job's folder and environment; exits with pytest's status."""
     code = 3
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)   # the server ignores it; pytest and P1 need their children
-        os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -45,25 +48,39 @@ def _child(job: dict) -> None:
         code = int(pytest.main(job["args"]))
     except BaseException as exc:  # noqa: BLE001 - the caller sees the status and the log
         try:
-            print(f"p0fork child: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"p0fork: {type(exc).__name__}: {exc}", file=sys.stderr)
         except Exception:  # noqa: BLE001
             pass
     finally:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-            with open(job["rc"] + ".tmp", "w") as f:
-                f.write(str(code))
-            os.rename(job["rc"] + ".tmp", job["rc"])
         finally:
             os._exit(code)
+
+
+def _child(job: dict) -> None:
+    """The server's child: a new process group, the pytest run in a grandchild, and its status and CPU time
+    (the grandchild's and everything it waited for, from wait4) written to the job's `rc` file."""
+    code = 3
+    try:
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            _run_pytest(job)
+        _, status, usage = os.wait4(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        with open(job["rc"] + ".tmp", "w") as f:
+            f.write(f"{code} {usage.ru_utime + usage.ru_stime:.6f}")
+        os.rename(job["rc"] + ".tmp", job["rc"])
+    finally:
+        os._exit(0)
 
 
 def serve() -> None:
     import importlib
     for name in PRELOAD:
         importlib.import_module(name)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped by the kernel
     print("ready", flush=True)
     for line in sys.stdin:
         job = json.loads(line)
@@ -71,6 +88,18 @@ def serve() -> None:
         if pid == 0:
             _child(job)
         print(json.dumps({"pid": pid}), flush=True)
+        _reap(block=False)
+    _reap(block=True)   # so the CPU of every run counts in the rusage of whoever waits for this server
+
+
+def _reap(block: bool) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 class Server:
@@ -108,9 +137,13 @@ class Server:
             delay = min(delay * 2, 0.1)
         try:
             with open(rc) as f:
-                return int(f.read())
+                code, cpu = f.read().split()
         except (OSError, ValueError):
             return -signal.SIGKILL   # died without a word: killed from outside, or crashed
+        global _cpu
+        with _servers_lock:
+            _cpu += float(cpu)
+        return int(code)
 
     def close(self) -> None:
         try:
@@ -140,6 +173,20 @@ def _kill_group(pid: int) -> None:
 
 _servers: dict[str, Server] = {}
 _servers_lock = threading.Lock()
+_cpu = 0.0   # CPU seconds of every finished run of this process's servers (not in its RUSAGE_CHILDREN)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds used so far by the forked pytest runs of this process (and what they waited for):
+    add it to `resource.getrusage(RUSAGE_CHILDREN)` to count a grading's whole CPU."""
+    with _servers_lock:
+        return _cpu
+
+
+@atexit.register
+def _close_all() -> None:
+    for server in list(_servers.values()):
+        server.close()
 
 
 def server_for(env: dict[str, str]) -> Server | None:
