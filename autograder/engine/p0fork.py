@@ -117,11 +117,13 @@ class Server:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, args: list[str], cwd: str, log: str, timeout: float) -> int | None:
-        """pytest.main(args) in a fresh child; its exit status, or None when it ran past `timeout` (killed)."""
+    def run(self, args: list[str], cwd: str, log: str, timeout: float, env: dict[str, str] | None = None) -> int | None:
+        """pytest.main(args) in a fresh child, in `env` (default: the server's); its exit status, or None when
+        it ran past `timeout` (killed)."""
         rc = log + ".rc"
+        job = {"args": args, "cwd": cwd, "env": env if env is not None else self.env, "log": log, "rc": rc}
         with self.lock:
-            self.proc.stdin.write(json.dumps({"args": args, "cwd": cwd, "env": self.env, "log": log, "rc": rc}) + "\n")
+            self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
             reply = self.proc.stdout.readline()
         if not reply:
@@ -189,11 +191,20 @@ def _close_all() -> None:
         server.close()
 
 
+STARTUP_PREFIXES = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TORCH", "LD_")
+
+
+def startup_env(env: dict[str, str]) -> dict[str, str]:
+    """The entries that take effect when an interpreter starts or imports torch: the server's key. The rest
+    (PYTEST_CURRENT_TEST changes with every test) reaches each run through the job."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith(STARTUP_PREFIXES) or k in ("PATH", "HOME", "TMPDIR")}
+
+
 def server_for(env: dict[str, str]) -> Server | None:
-    """The warm server for this environment (started on first use); None where forking is off or fails."""
+    """The warm server for this start-up environment (started on first use); None where forking is off or fails."""
     if os.environ.get("IPT_P0_FORK", "1") == "0" or not sys.platform.startswith("linux"):
         return None
-    key = json.dumps(env, sort_keys=True)
+    key = json.dumps(startup_env(env))
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and server.alive():

@@ -147,7 +147,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     if server is not None:  # the same pytest run, forked from a process that has imported torch & co. already
         log = workdir / "pytest.log"
         try:
-            code = server.run(cmd[3:], str(workdir), str(log), limit)
+            code = server.run(cmd[3:], str(workdir), str(log), limit, env)
         except OSError:
             server = None
         else:

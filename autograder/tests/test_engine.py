@@ -243,7 +243,10 @@ def test_the_warm_p0_grades_exactly_as_a_fresh_pytest_process(toy, tmp_path, mon
         result, _, _ = graded(toy, tmp_path, f"mode{mode}", cells=cells)
         runs[mode] = [(p.id, p.score, p.failures) for p in result.parts]
     assert runs["0"] == runs["1"]
-    assert p0fork.server_for(dict(os.environ)) is not None, "the P0 server should start on Linux"
+    env = dict(os.environ)
+    one, two = (p0fork.server_for({**env, "PYTEST_CURRENT_TEST": name}) for name in ("a (call)", "b (call)"))
+    assert one is not None, "the P0 server should start on Linux"
+    assert one is two, "variables that change per test must not start another server (only start-up ones do)"
 
 
 def test_a_warm_p0_run_past_its_limit_is_killed_with_what_it_started(tmp_path):
