@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[3]   # examples -> lab01 -> labs -> autograder -> the repository
 sys.path.insert(0, str(REPO))
 
 from autograder.authoring.generate import solution_notebook  # noqa: E402
