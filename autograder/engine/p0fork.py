@@ -3,10 +3,10 @@ forks a child per grading that runs `pytest.main(args)`. A grading then no longe
 (about 2 s of CPU each, most of a small lab's grading).
 
 Trusted side only: the learner's code never runs in the server or its children; each child starts its own
-P1 (the student process) exactly as a fresh `python -m pytest` would. The server is started with the
-environment of the first grading (PYTHONHASHSEED, OMP_NUM_THREADS and PYTHONPATH take effect at start-up);
-a grading that needs another environment runs as a plain subprocess (`pipeline.run_graders` decides).
-IPT_P0_FORK=0 turns the server off.
+P1 (the student process) exactly as a fresh `python -m pytest` would. There is one server per start-up
+environment (`startup_env`: PYTHONHASHSEED, PYTHONPATH, OMP_NUM_THREADS, ... take effect when an interpreter
+starts or imports torch); every run gets the caller's whole environment through its job. Where a server
+cannot start, `pipeline.run_graders` runs a plain subprocess; IPT_P0_FORK=0 turns the servers off.
 
 Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc"} -> {"pid"}. The child (a process
 group of its own, so a timeout kills it and whatever it started) runs pytest in a grandchild, waits for it
@@ -103,7 +103,7 @@ def _reap(block: bool) -> None:
 
 
 class Server:
-    """The client side: one server per environment, shared by the threads of this process."""
+    """The client side: one server per start-up environment, shared by the threads of this process."""
 
     def __init__(self, env: dict[str, str]):
         self.env, self.lock = env, threading.Lock()
