@@ -127,6 +127,58 @@ def test_loopback_and_a_trusted_peer_beside_the_sandbox(toy):
     assert expected != sandbox.grading_uid()
 
 
+RANK_BESIDE_THE_REFEREE = '''
+def ready(sub):
+    return True
+
+
+def rank_one(sub, port, timeout):
+    """Rank 1 of a world of two whose store the referee at seat 0 serves: receives a message, sends it back doubled."""
+    import datetime
+    import os
+    import torch
+    import torch.distributed as dist
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    store = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=30))
+    dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=1, world_size=2,
+                            timeout=datetime.timedelta(seconds=timeout))
+    got = torch.zeros(3, dtype=torch.float64)
+    dist.recv(got, src=0)
+    dist.send(got * 2, dst=0)
+    store.add("done", 1)
+    dist.destroy_process_group()
+    return got.numpy()
+'''
+
+
+def test_referee_rank_runs_a_lab_role_at_its_seat():
+    """The engine's referee rank (`autograder/engine/referee.py`) sits at one seat of a gloo world beside ranks in P1,
+    serves the world's store and runs a lab's role there (here lab09's, which replays a script: send P0's array,
+    record what comes back); P0 reads the record case by case (None: a case never recorded) and refuses roles
+    outside the course's labs or outside the referee's own modules."""
+    from autograder.engine.referee import Referee
+    with pytest.raises(ValueError):
+        Referee(None, ["os"], "lab00-referee", "lab00.scenarios:ready")
+    spec = sandbox.SandboxSpec("lab00", (), sandbox.Limits(memory_mb=6144), loopback=True)
+    x = np.array([0.5, -1.25, 3.0])
+    job = {"role": "autograder.labs.lab09.referee:replay", "world": 2, "seat": 0, "timeout": 10.0, "sentinel_seed": 1,
+           "cases": [[["send", 1, "x", "<f8", 3], ["recv", 1, "y", "<f8", 3]], []]}
+    cells = [("setup", "import numpy as np")]
+    with Student(spec, cells, scenarios={"lab00": RANK_BESIDE_THE_REFEREE}, call_timeout=60) as student, \
+            Referee(student, ["autograder.labs.lab09.referee"], "lab00-referee", "lab00.scenarios:ready") as referee:
+        with pytest.raises(ValueError):
+            referee.start({**job, "role": "os:system"}, {}, 1)
+        started = referee.start(job, {"x": x}, 3)
+        try:
+            got = student.run("rank_one", started.port, 10.0)
+            recorded = started.finish(10.0)
+        finally:
+            started.close()
+    assert np.array_equal(got, x), f"rank 1 should receive the referee's array {x}, got {got}"
+    assert len(recorded) == 3 and recorded[2] is None and recorded[1] == {}, recorded
+    assert list(recorded[0]) == ["m0"] and np.array_equal(recorded[0]["m0"], 2 * x), f"the referee recorded {recorded[0]}"
+
+
 def test_confined_process_can_build_and_call_c(toy):
     """Compiled-kernel labs (lab07) let the learner's code run the system C compiler and load the result."""
     spec = sandbox.SandboxSpec("lab00", ("torch",))

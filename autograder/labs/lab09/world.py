@@ -1,40 +1,37 @@
 # IPT-CANARY lab09 world.py: hidden grading text, never shown to learners
 """P0's side of a graded world: the referee rank beside P1, the cases, and the verdicts.
 
-    with Referee(student) as referee:
-        outcome = play(student, referee, world=4, seat=2, cases=[Case("all_reduce", xs, op="sum"), ...])
+    def test_something(student, referee):     # `referee`: this module's fixture, imported by the test module
+        outcome = play(student, referee, world=4, seat=2, cases=[Case("all_reduce", xs, op="sum"), ...], seed=...)
         outcome.check()          # AssertionError with a learner-readable message, or nothing
 
 A world has W ranks: W - 1 run the learner's code in P1 (scenarios.world, forked from the worker), and
-the seat `seat` is the referee (referee.py), which replays P0's model of that rank. P0 believes only
-values: what each learner rank returned (validated in type, dtype and shape) against the model, and what
-the referee received against the model's messages. seat=None: all W ranks are the learner's (worlds of
-one rank, and the fuzzer's comparisons with torch.distributed).
+the seat `seat` is the engine's referee rank (autograder/engine/referee.py) running lab09's role
+(referee.py), which replays P0's model of that rank. P0 believes only values: what each learner rank
+returned (validated in type, dtype and shape) against the model, and what the referee received against
+the model's messages. seat=None: all W ranks are the learner's (worlds of one rank, and the fuzzer's
+comparisons with torch.distributed).
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytest
 
-from autograder.engine import sandbox
+from autograder.engine.referee import Job, Referee, referee_fixture
 from autograder.labs.lab09 import model
-from autograder.paths import build_dir
 
 # errors of a world that stopped: a rank waited for a message that never came, or a peer went away
 STALLED = ("RuntimeError", "DistError", "DistNetworkError", "DistBackendError", "DistStoreError", "TimeoutError", "Timeout")
 STALLED_HINT = (": the world stopped. A rank waited for a message that never came: it made a call the lab's protocol does "
                 "not make (torch.distributed's own collectives, for one: the graders' referee rank never joins them), "
                 "sent or expected a message another rank does not, or a peer failed")
-STORE_TIMEOUT = 30.0  # seconds: the rendezvous through the referee's store (scenarios.py waits as long)
 TIMEOUT = 4.0   # seconds: every gloo operation of a graded world, on both sides (honest ones take milliseconds)
+ROLE = "autograder.labs.lab09.referee:replay"    # the referee's role (the engine's referee rank runs it)
+
+# the referee rank of a test module: a fixture, imported by the test modules (the rendezvous through its
+# store waits the engine's STORE_TIMEOUT, 30 s; scenarios.py waits as long)
+referee = referee_fixture([ROLE.partition(":")[0]], "lab09-referee", "lab09.scenarios:ready")
 
 
 @dataclass
@@ -85,126 +82,21 @@ class Case:
         return f"{what} on {world} ranks, shape {tuple(x.shape)}, {x.dtype}{layout}" + (f" ({self.label})" if self.label else "")
 
 
-class Referee:
-    """The referee zygote for one test module: started beside the student's worker on first use."""
-
-    def __init__(self, student):
-        self.student, self.proc, self.net_pid = student, None, None
-        self.root = build_dir("lab09-referee")
-
-    def _ensure(self) -> None:
-        if self.student.proc is None:
-            self.student.run("lab09.scenarios:ready")   # the worker (and its network namespace) first
-        net_pid = self.student.net_pid
-        if self.proc is not None and self.proc.poll() is None and net_pid == self.net_pid:
-            return
-        self.close()
-        argv, env, confine = sandbox.trusted_peer(["-m", "autograder.labs.lab09.referee"], net_pid)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=env, cwd="/", preexec_fn=confine, start_new_session=True)
-        self.net_pid, self.uid = net_pid, sandbox.peer_uid()
-
-    def start(self, world: int, seat: int, scripts: list, timeout: float, sentinel_seed: int, group=None) -> "Job":
-        self._ensure()
-        jobdir = tempfile.mkdtemp(dir=self.root)
-        cases, arrays = [], {}
-        for k, events in enumerate(scripts):
-            steps = []
-            for i, (kind, peer, array) in enumerate(events):
-                key = f"c{k}e{i}"
-                if kind == "send":
-                    arrays[key] = array
-                steps.append([kind, peer, key, array.dtype.str, int(array.size)])
-            cases.append(steps)
-        with open(os.path.join(jobdir, "job.json"), "w") as f:
-            json.dump({"world": world, "seat": seat, "cases": cases, "timeout": timeout, "sentinel_seed": sentinel_seed,
-                       "group": group, "store_timeout": STORE_TIMEOUT}, f)
-        np.savez(os.path.join(jobdir, "arrays.npz"), **arrays)
-        if self.uid is not None:
-            for path in [jobdir] + [os.path.join(jobdir, n) for n in os.listdir(jobdir)]:
-                os.chown(path, self.uid, self.uid)
-        self.proc.stdin.write(f"run {jobdir}\n")
-        self.proc.stdin.flush()
-        pid = int(self.proc.stdout.readline().split()[1])
-        job = Job(jobdir, pid, len(scripts))
-        deadline = time.monotonic() + STORE_TIMEOUT
-        while not os.path.exists(os.path.join(jobdir, "port")):
-            if time.monotonic() > deadline or os.path.exists(os.path.join(jobdir, "error")) or not _alive(pid):
-                job.close()
-                raise RuntimeError(f"the referee rank did not start: {job.error()}")
-            time.sleep(0.005)
-        job.port = int(open(os.path.join(jobdir, "port")).read())
-        return job
-
-    def close(self) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                os.killpg(self.proc.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
-            self.proc = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-@pytest.fixture(scope="module")
-def referee(student):
-    """The referee rank of this test module (import this fixture into a test module to use it)."""
-    with Referee(student) as r:
-        yield r
-
-
-def _alive(pid: int) -> bool:
-    """Whether the referee's child `pid` (the referee zygote's child, never ours) still runs."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return "zombie" not in f.read().lower()
-    except OSError:
-        return False
-
-
-@dataclass
-class Job:
-    jobdir: str
-    pid: int
-    ncases: int
-    port: int = 0
-
-    def finish(self, grace: float) -> list:
-        """What the referee received, case by case (None: that case did not complete), after waiting up to
-        `grace` seconds for it to finish."""
-        deadline = time.monotonic() + grace
-        while _alive(self.pid) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        results = []
-        for k in range(self.ncases):
-            path = os.path.join(self.jobdir, f"case_{k}.npz")
-            if os.path.exists(path):
-                with np.load(path, allow_pickle=False) as data:
-                    results.append([data[f"m{i}"] for i in range(len(data.files))] if data.files else [])
-            else:
-                results.append(None)
-        return results
-
-    def error(self) -> str:
-        path = os.path.join(self.jobdir, "error")
-        return open(path).read() if os.path.exists(path) else "no reason given"
-
-    def close(self) -> None:
-        try:
-            os.kill(self.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        shutil.rmtree(self.jobdir, ignore_errors=True)
+def start(referee: Referee, world: int, seat: int, scripts: list, timeout: float, sentinel_seed: int, group=None) -> Job:
+    """Start the referee of one world: at `seat`, it replays scripts[k] (the seat's events of case k, from
+    the model) case by case."""
+    cases, arrays = [], {}
+    for k, events in enumerate(scripts):
+        steps = []
+        for i, (kind, peer, array) in enumerate(events):
+            key = f"c{k}e{i}"
+            if kind == "send":
+                arrays[key] = array
+            steps.append([kind, peer, key, array.dtype.str, int(array.size)])
+        cases.append(steps)
+    job = {"role": ROLE, "world": world, "seat": seat, "cases": cases, "timeout": timeout, "sentinel_seed": sentinel_seed,
+           "group": group}
+    return referee.start(job, arrays, len(scripts))
 
 
 @dataclass
@@ -230,7 +122,7 @@ def play(student, referee: Referee | None, world: int, seat: int | None, cases: 
     job = None
     if seat is not None:
         script = [m.events[members.index(seat)] if seat in members else [] for m in models]
-        job = referee.start(world, seat, script, timeout, seed, group)
+        job = start(referee, world, seat, script, timeout, seed, group)
     learner = [r for r in range(world) if r != seat]
     try:
         reply = student.run("lab09.scenarios:world", job.port if job else None, world, seat,
@@ -239,7 +131,8 @@ def play(student, referee: Referee | None, world: int, seat: int | None, cases: 
         finished = isinstance(reply, dict) and all(isinstance(reply.get(str(r)), list) and len(reply[str(r)]) == len(cases)
                                                    and all(isinstance(x, dict) and "error" not in x for x in reply[str(r)])
                                                    for r in learner if r in members)
-        received = job.finish(3.0 if finished else 0.0) if job else [[] for _ in cases]
+        recorded = job.finish(3.0 if finished else 0.0) if job else [{} for _ in cases]
+        received = [None if r is None else [r[f"m{i}"] for i in range(len(r))] for r in recorded]   # in message order
     finally:
         if job:
             job.close()
