@@ -92,7 +92,7 @@ fuzz: setup  ## differential fuzzing of the references against PyTorch, large bu
 report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 	$(PY) -m autograder report $(LAB)
 
-bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07 (or lab08, lab09)
+bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07 (or lab08, lab09, lab10)
 	$(PY) -m autograder.benchmarks $(or $(LAB),lab07)
 
 bench-grader: setup  ## our confined grader vs nbgrader autograde, per lab: make bench-grader [LAB=lab01] (default: every lab)

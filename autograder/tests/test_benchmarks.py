@@ -58,3 +58,12 @@ def test_lab09_benchmark_prints_its_ratios():
     print(proc.stdout)
     found = re.search(r"^W=2: bus-bandwidth ratio ours/gloo: median (\d+\.\d\d)", proc.stdout, re.M)
     assert found and float(found.group(1)) > 0, f"no ratio line in:\n{proc.stdout}"
+
+
+def test_lab10_benchmark_prints_its_ratio():
+    """A small MLP, two rounds, one world of two ranks: both DDPs' gradients are compared before anything is timed."""
+    proc = bench("lab10", "--width", "32", "--layers", "2", "--rounds", "2", "--repeats", "1", "--cap-mib", "0.004")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    found = re.search(r"^W=2: DDP step time ours/torch: median (\d+\.\d\d)", proc.stdout, re.M)
+    assert found and float(found.group(1)) > 0, f"no ratio line in:\n{proc.stdout}"

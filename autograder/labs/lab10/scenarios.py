@@ -115,6 +115,7 @@ def ddp_program(impl, spec, arrays, group):
         rows = sum(micro)
         for b in range(len(micro)):
             x, y = _t(arrays[f"x{s}_{b}"]), _t(arrays[f"y{s}_{b}"])
+            x.requires_grad_(bool(spec.get("probe")))   # the probe's backward runs even when its block comes first
             if b < len(micro) - 1:
                 with model.no_sync():
                     if b == 0:
