@@ -38,7 +38,7 @@ from autograder.engine import mutation, variants
 from autograder.engine.pipeline import GradeResult, Options, grade
 from autograder.paths import REPO, LabPaths, build_dir, lab_paths, project_env
 
-QUICK_HAND, QUICK_MACHINE, FULL_MACHINE, QUICK_ATTEMPTS = 3, 2, 24, 1
+QUICK_HAND, QUICK_MACHINE, FULL_MACHINE, QUICK_ATTEMPTS = 3, 2, 24, 2
 QUICK_FUZZ, FULL_FUZZ = 40, 400
 EXTRA_SEEDS = (1, 2, 3)  # the full run also grades the reference on these draws of the generated cases
 
