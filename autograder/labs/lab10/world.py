@@ -32,7 +32,7 @@ class Outcome:
     replies: dict          # str(rank) -> the learner rank's values (dict) or an error dict
     record: dict | None    # the referee's record (roles.play), None without a referee or when it did not finish
     seat: int | None
-    error: str = ""
+    error: str = ""        # the referee's own reason (a trace with P0's paths): for the graders' authors, never shown
 
     def rank(self, r: int) -> dict:
         """The values learner rank r returned; fails the test with a readable message if it raised or stalled."""
@@ -61,7 +61,7 @@ class Outcome:
 
     def need_referee(self) -> None:
         if self.seat is not None and self.record is None:
-            raise AssertionError(f"{self.what}: the graders' rank {self.seat} did not finish ({self.error}): a rank of yours "
+            raise AssertionError(f"{self.what}: the graders' rank {self.seat} did not finish: a rank of yours "
                                  f"made a collective call the lab's rules do not make, in another order or with another "
                                  f"size, skipped one, or failed")
 
