@@ -12,6 +12,8 @@ fresh notebook goes to build/labs/<slug>.ipynb and the command says so; `--force
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import hashlib
 import json
 import re
@@ -30,9 +32,43 @@ CANARY = "IPT-CANARY"
 KEEP_NOTEBOOK_META = ("kernelspec", "language_info", "inside_pytorch")
 
 
+@functools.lru_cache(maxsize=4096)
+def _read_chunk(header: str, chunk: str) -> nbformat.NotebookNode:
+    """jupytext's reading of the header and one cell's text (kept: callers copy what they change)."""
+    return jupytext.reads(header + chunk, fmt="py:percent")
+
+
+def read_percent(text: str) -> nbformat.NotebookNode:
+    """`jupytext.reads(text, fmt="py:percent")`, one cell at a time: the text is cut at its `# %%` markers and
+    each cell is read from its own text, once per distinct text. A lab's selftest reads hundreds of texts that
+    differ from the solution in one cell (mutants, attempts); each then costs about one cell's reading.
+    jupytext records a cell's spacing (`lines_to_next_cell`) against the next line of code after it, so a
+    cell is read together with the cells up to that line. A piece that does not read as the cells it holds
+    falls back to reading the whole text."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")]
+    if not starts:
+        return jupytext.reads(text, fmt="py:percent")
+    header, bounds = "".join(lines[:starts[0]]), [*starts, len(lines)]
+    chunks = ["".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
+    has_code = [any(line.strip() and not line.lstrip().startswith("#") for line in chunk.splitlines())
+                for chunk in chunks]
+    nb = copy.deepcopy(_read_chunk(header, ""))
+    for k, chunk in enumerate(chunks):
+        end = k + 1
+        while end < len(chunks) and not has_code[end]:
+            end += 1
+        follow = chunks[k + 1:end + 1]
+        piece = _read_chunk(header, chunk + "".join(follow))
+        if len(piece.cells) != 1 + len(follow):
+            return jupytext.reads(text, fmt="py:percent")
+        nb.cells.append(copy.deepcopy(piece.cells[0]))
+    return nb
+
+
 def solution_notebook(text: str) -> nbformat.NotebookNode:
     """The full reference notebook from jupytext text, normalised (stable ids, no jupytext header)."""
-    nb = jupytext.reads(text, fmt="py:percent")
+    nb = read_percent(text)
     nb.metadata = nbformat.NotebookNode({k: v for k, v in nb.metadata.items() if k in KEEP_NOTEBOOK_META})
     seen = set()
     for index, cell in enumerate(nb.cells):

@@ -72,9 +72,43 @@ def _chunks(text: str) -> list[tuple[int, str]]:
     return [(a, "".join(lines[a:b])) for a, b in zip(starts, [*starts[1:], len(lines)])]
 
 
-@functools.lru_cache(maxsize=8)  # ~10 s for a lab: the selftest asks twice
-def generate(text: str) -> list[MachineMutant]:
-    """Every mutant of the curated operators whose change lies inside a solution region."""
+def _subtree_state(node) -> list:
+    """What an operator may change in place below `node`: every leaf's text and every node's child list."""
+    state, stack = [], [node]
+    while stack:
+        item = stack.pop()
+        if hasattr(item, "children"):
+            state.append((item, "children", list(item.children)))
+            stack.extend(item.children)
+        else:
+            state.append((item, "value", item.value))
+            state.append((item, "prefix", item.prefix))
+    return state
+
+
+def _mutate_in_place(tree, node, operator, index) -> str | None:
+    """The code of `tree` with `operator`'s `index`-th change at `node` (cosmic-ray's `mutate_code` for that
+    occurrence, without parsing the code again); the tree is put back as it was before returning."""
+    parent = node.parent
+    slot = parent.children.index(node) if parent is not None else None
+    saved = _subtree_state(node)
+    try:
+        new = operator.mutate(node, index)
+        if new is not node and parent is not None:
+            parent.children[slot] = new
+        return tree.get_code()
+    finally:
+        if parent is not None:
+            parent.children[slot] = node
+        for item, attribute, value in saved:
+            setattr(item, attribute, value)
+
+
+@functools.lru_cache(maxsize=8)  # the selftest asks twice
+def generate(text: str, exact: bool = False) -> list[MachineMutant]:
+    """Every mutant of the curated operators whose change lies inside a solution region. Each chunk is
+    parsed once and mutated in place (then restored); `exact=True` uses cosmic-ray's `mutate_code` (a fresh
+    parse per mutant, as cosmic-ray itself does; several times slower) and must give the same list."""
     from cosmic_ray.ast import ast_nodes, get_ast
     from cosmic_ray.mutating import mutate_code
     from cosmic_ray.plugins import get_operator
@@ -87,15 +121,21 @@ def generate(text: str) -> list[MachineMutant]:
         count = chunk.count("\n") + 1
         if not any(offset + i in allowed for i in range(1, count + 1)):
             continue
-        nodes = list(ast_nodes(get_ast(chunk)))
+        tree = get_ast(chunk)
+        nodes = list(ast_nodes(tree))
         for name, operator in operators:
             occurrence = 0
             for node in nodes:
-                for (start, _end) in operator.mutation_positions(node):
+                for at, (start, _end) in enumerate(operator.mutation_positions(node)):
                     index, occurrence = occurrence, occurrence + 1
                     if offset + start[0] not in allowed:
                         continue
-                    mutated_chunk = mutate_code(chunk, operator, index)
+                    if exact:
+                        mutated_chunk = mutate_code(chunk, operator, index)
+                    else:
+                        mutated_chunk = _mutate_in_place(tree, node, operator, at)
+                        if tree.get_code() != chunk:  # an operator changed something outside `node`
+                            raise RuntimeError(f"mutation: {name} did not restore the tree at line {offset + start[0]}")
                     if mutated_chunk is None or mutated_chunk == chunk:
                         continue
                     old, new = chunk.splitlines(), mutated_chunk.splitlines()

@@ -8,7 +8,9 @@ environment (`startup_env`: PYTHONHASHSEED, PYTHONPATH, OMP_NUM_THREADS, ... tak
 starts or imports torch); every run gets the caller's whole environment through its job. Where a server
 cannot start, `pipeline.run_graders` runs a plain subprocess; IPT_P0_FORK=0 turns the servers off.
 
-Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc"} -> {"pid"}. The child (a process
+Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc", "preload"} -> {"pid"}. `preload` names a
+lab's heavy modules (its lab.toml `preload`, e.g. torch._dynamo: about 2 s): the server imports them before it
+forks, once, and every later grading of that lab (or another) inherits them. The child (a process
 group of its own, so a timeout kills it and whatever it started) runs pytest in a grandchild, waits for it
 and writes its exit status and CPU seconds to the file `rc`; the caller watches the pid and reads `rc`.
 CPU accounting: the runs are not the caller's children, so `cpu_seconds()` sums what they reported; at exit
@@ -84,6 +86,11 @@ def serve() -> None:
     print("ready", flush=True)
     for line in sys.stdin:
         job = json.loads(line)
+        for name in job.get("preload", ()):  # a lab's heavy modules, imported here once for all its gradings
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the grading imports it again and reports what fails
+                pass
         pid = os.fork()
         if pid == 0:
             _child(job)
@@ -117,11 +124,14 @@ class Server:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, args: list[str], cwd: str, log: str, timeout: float, env: dict[str, str] | None = None) -> int | None:
+    def run(self, args: list[str], cwd: str, log: str, timeout: float, env: dict[str, str] | None = None,
+            preload: tuple[str, ...] = ()) -> int | None:
         """pytest.main(args) in a fresh child, in `env` (default: the server's); its exit status, or None when
-        it ran past `timeout` (killed)."""
+        it ran past `timeout` (killed). `preload`: modules the server imports first (once), so that this run
+        and every later one starts with them imported."""
         rc = log + ".rc"
-        job = {"args": args, "cwd": cwd, "env": env if env is not None else self.env, "log": log, "rc": rc}
+        job = {"args": args, "cwd": cwd, "env": env if env is not None else self.env, "log": log, "rc": rc,
+               "preload": list(preload)}
         with self.lock:
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()

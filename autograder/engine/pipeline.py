@@ -147,7 +147,8 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     if server is not None:  # the same pytest run, forked from a process that has imported torch & co. already
         log = workdir / "pytest.log"
         try:
-            code = server.run(cmd[3:], str(workdir), str(log), limit, env)
+            preload = (*job["preload"], *settings.get("grader_preload", []))
+            code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload)
         except OSError:
             server = None
         else:

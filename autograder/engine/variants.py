@@ -51,12 +51,19 @@ def equivalents(paths: LabPaths) -> dict[str, str]:
     return {e["id"]: e.get("reason", "") for e in _toml(paths.hidden / "equivalents.toml").get("equivalent", [])}
 
 
+@functools.lru_cache(maxsize=16)
+def _notebooks(text: str) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    return solution_notebook(text), student_notebook(text)
+
+
 def reference(paths: LabPaths) -> nbformat.NotebookNode:
-    return solution_notebook(paths.solution.read_text())
+    """The solution notebook (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_notebooks(paths.solution.read_text())[0])
 
 
 def stub(paths: LabPaths) -> nbformat.NotebookNode:
-    return student_notebook(paths.solution.read_text())
+    """The released notebook (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_notebooks(paths.solution.read_text())[1])
 
 
 def _solution_cells(nb) -> dict[str, object]:
@@ -101,9 +108,8 @@ def home_first(paths: LabPaths, nb) -> tuple[str, ...]:
     """Every part of the lab, those that follow a solution cell where `nb` differs from the reference
     first. A mutant graded with pytest's -x in this order is usually caught by its first part, so the
     rest is not run; the verdict is the same as in notebook order."""
-    release = stub(paths)
-    changed = {gid for gid, cell in _solution_cells(nb).items()
-               if cell.source != _solution_cells(reference(paths)).get(gid, cell).source}
+    release, solved = stub(paths), _solution_cells(reference(paths))
+    changed = {gid for gid, cell in _solution_cells(nb).items() if cell.source != solved.get(gid, cell).source}
     order, home, pending = [], [], False
     for cell in release.cells:
         meta = cell.metadata.get("nbgrader", {})

@@ -388,6 +388,17 @@ def test_machine_mutants_stay_inside_solution_regions_and_have_stable_ids(toy):
     assert {m.id for m in mutation.generate(shifted)} == {m.id for m in mutants}
 
 
+def test_machine_mutants_made_in_place_are_cosmic_rays_own():
+    """generate() mutates each parsed cell in place and restores it; cosmic-ray's mutate_code parses the code
+    afresh for every mutant. Both must give the same mutants, in the same order (two labs' solutions)."""
+    from autograder.engine import mutation
+    from autograder.paths import lab_paths
+    for lab in ("lab03", "lab05"):
+        text = lab_paths(lab).solution.read_text()
+        fast, exact = mutation.generate(text), mutation.generate(text, exact=True)
+        assert len(fast) > 50 and fast == exact, f"{lab}: {len(fast)} in place vs {len(exact)} by mutate_code"
+
+
 def test_batch_grading_writes_a_class_table_and_resumes(toy, tmp_path, capsys):
     from autograder import commands
     folder = tmp_path / "subs"

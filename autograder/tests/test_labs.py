@@ -22,6 +22,27 @@ def test_student_notebook_is_generated_from_the_solution(paths):
 
 
 @pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
+def test_reading_one_cell_at_a_time_is_reading_the_whole_text(paths):
+    """generate.read_percent (which the selftest reads every mutant through) gives what jupytext gives for the
+    whole text: the solution and three of its hand-written mutants, cells and metadata (cell ids aside)."""
+    import json
+
+    import jupytext
+
+    from autograder.authoring.generate import read_percent
+    from autograder.engine.variants import hand_mutants
+
+    def plain(nb):
+        return json.dumps([[{k: v for k, v in c.items() if k != "id"} for c in nb.cells], nb.metadata], sort_keys=True)
+
+    text = paths.solution.read_text()
+    texts = [text] + [text.replace(m["find"], m["replace"]) for m in hand_mutants(paths)[:3] if text.count(m["find"]) == 1]
+    for k, variant in enumerate(texts):
+        assert plain(read_percent(variant)) == plain(jupytext.reads(variant, fmt="py:percent")), (
+            f"{paths.solution.name}{' mutant %d' % k if k else ''}: read_percent differs from jupytext.reads")
+
+
+@pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
 def test_every_part_has_public_and_hidden_tests(paths):
     from labkit.notebook import lab_info, read_notebook
     info = lab_info(read_notebook(paths.release_notebook))
