@@ -19,16 +19,17 @@
 # # Lab 10 — Parallel training
 #
 # In lab 9 you built the collectives. Here you put `torch.distributed`'s own collectives to work in
-# the four ways large models are trained on many processes:
+# the ways large models are trained on many processes:
 #
 # | part | you build | points | hours, about |
 # |---|---|---|---|
-# | `ddp` | data parallelism: gradient buckets planned like DDP's Reducer, all-reduced from gradient hooks while backward runs, and `no_sync` for gradient accumulation | 30 | 3 |
-# | `zero` | ZeRO-1: AdamW whose state lives in shards, one per rank; gradients reduce-scattered, parameters all-gathered | 20 | 2 |
-# | `tp` | Megatron tensor parallelism: the conjugate functions *f* and *g*, column- and row-parallel linears | 25 | 2 |
-# | `pipeline` | pipeline parallelism: GPipe and 1F1B schedules as action lists, and a stage that runs one over point-to-point messages | 25 | 3 |
+# | `ddp` | data parallelism: gradient buckets planned like DDP's Reducer, all-reduced from gradient hooks while backward runs, and `no_sync` for gradient accumulation | 25 | 3 |
+# | `zero` | ZeRO-1: AdamW whose state lives in shards, one per rank; gradients reduce-scattered, parameters all-gathered | 15 | 2 |
+# | `fsdp` | FSDP-style sharding: each rank stores a shard of every layer, gathers the layer to compute with it (forward and again in backward), reduce-scatters its gradient | 20 | 2 |
+# | `tp` | Megatron tensor parallelism: the conjugate functions *f* and *g*, column- and row-parallel linears | 20 | 2 |
+# | `pipeline` | pipeline parallelism: GPipe and 1F1B schedules as action lists, and a stage that runs one over point-to-point messages | 20 | 3 |
 #
-# The hours are a rough guide for a learner who has worked through lectures 8.2 and 8.3: about 10 in all.
+# The hours are a rough guide for a learner who has worked through lectures 8.2 and 8.3: about 12 in all.
 #
 # Everything runs on your CPU: `run_world(fn, W, inputs)` (from lab 9) starts $W$ gloo ranks, runs
 # `fn(*inputs[r])` on rank $r$ and returns what each rank returned as numpy arrays. Your code never
@@ -66,7 +67,7 @@ import torch.nn.functional as F
 from torch import nn
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ddp-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 1 — DDP: buckets, hooks and `no_sync` (30 points)
+# ## Part 1 — DDP: buckets, hooks and `no_sync` (25 points)
 #
 # Each rank holds a full copy of the model and its own slice of the batch. After `backward`, every
 # gradient must become the **average** over the ranks, so that every copy takes the same step. One
@@ -164,7 +165,6 @@ class BucketedDDP(nn.Module):
             raise ValueError("all trainable parameters must share one dtype")
         sizes = [p.numel() * p.element_size() for p in self.params]
         self.buckets = plan_buckets(sizes, bucket_cap, first_bucket_cap)
-        self._bucket_of = {i: k for k, bucket in enumerate(self.buckets) for i in bucket}
         self._sync_depth = 0
         self._reset()
         for index, param in enumerate(self.params):
@@ -282,11 +282,11 @@ batch = np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32)
 (launches, total), _ = run_world(watch_overlap, 2, [[batch], [batch]])
 print("all-reduces launched at (ms):", np.round(launches, 1), " backward returned at:", round(float(total), 1))
 
-# %% nbgrader={"grade": true, "grade_id": "ddp", "locked": true, "points": 30, "schema_version": 3, "solution": false} part_title="DDP: buckets, hooks and no_sync"
+# %% nbgrader={"grade": true, "grade_id": "ddp", "locked": true, "points": 25, "schema_version": 3, "solution": false} part_title="DDP: buckets, hooks and no_sync"
 check("ddp")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "zero-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 2 — ZeRO-1: sharded AdamW (20 points)
+# ## Part 2 — ZeRO-1: sharded AdamW (15 points)
 #
 # AdamW keeps two tensors per parameter (`exp_avg`, `exp_avg_sq`): in fp32 that is twice the model
 # again, on every rank. ZeRO stage 1 keeps each rank's share only. Think of all trainable parameters
@@ -404,11 +404,128 @@ class ZeroAdamW:
 # fp32 on 64 ranks, against 56 GB unsharded?
 print(shard_bounds(10, 4))
 
-# %% nbgrader={"grade": true, "grade_id": "zero", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="ZeRO-1: sharded AdamW"
+# %% nbgrader={"grade": true, "grade_id": "zero", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="ZeRO-1: sharded AdamW"
 check("zero")
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "fsdp-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 3 — FSDP-style sharding: parameters in shards (20 points)
+#
+# ZeRO-1 shards the optimizer's state; the parameters themselves stay whole on every rank. Fully
+# sharded data parallelism (ZeRO-3; PyTorch's FSDP, today `fully_shard`) shards them too: each rank
+# *stores* $1/W$ of every layer and gathers the whole layer only for the moment it computes with it.
+#
+# **`ShardedLinear(weight, bias, group=None)`**: `weight` `(o, i)` and `bias` `(o,)` or `None` are
+# the full tensors (every rank gets the same). Flatten them into one vector (the weight row by row,
+# then the bias: $n$ elements); with `bounds = shard_bounds(n, W)` and $c = \lceil n / W \rceil$, rank
+# $r$ keeps elements `bounds[r]:bounds[r + 1]`, padded with zeros to $c$ elements, as its only
+# parameter `self.shard` (an `nn.Parameter`, a copy: training it must not touch `weight`). Keep no
+# full copy of the layer.
+#
+# `forward(x)` (`x` of shape `(..., i)`) runs one `torch.autograd.Function` of yours:
+#
+# * **forward**: `dist.all_gather_single(full, shard, group=group)` into a tensor of $W \cdot c$
+#   elements; its first $n$ elements are the weight and bias; return `F.linear(x, weight, bias)`.
+#   Save `x` and the shard for backward, **not** the gathered layer: it is freed when forward returns.
+# * **backward**: gather the layer **again** (the same call: FSDP cannot know whether the input needs a
+#   gradient, so it always does), then the input's gradient `grad @ weight`, the weight's
+#   `grad.T @ x` and the bias's `grad` summed over every leading dimension. Flatten the weight's and
+#   bias's gradients as in the constructor, pad to $W \cdot c$ elements and
+#   `dist.reduce_scatter_single(out, flat, group=group)` (SUM) into $c$ elements; divided by $W$ they
+#   are the shard's gradient: the average over the ranks, as in DDP.
+#
+# Per layer and step that is: forward one all-gather; backward one all-gather, then one
+# reduce-scatter. An optimizer then updates `shard` on each rank without any communication.
+#
+# The graders train a small network of your layers for a few steps (plain SGD on each rank's shards)
+# and compare every rank's shards with one process training the whole network on the averaged
+# gradients. Their own rank plays by these rules too, and it checks that your backward computes with
+# the layer it gathers *in backward* (a layer kept from forward gives other gradients). What nobody
+# sees from outside is your memory (measure it below), and, as in Part 2, gloo's reduce-scatter is an
+# all-reduce on the wire: use `reduce_scatter_single` all the same, which moves half the bytes with NCCL.
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "fsdp-solution", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+# IPT-CANARY lab10 fsdp-solution
+def _gather_layer(module):
+    full = torch.empty(module.chunk * module.world, dtype=module.shard.dtype)
+    dist.all_gather_single(full, module.shard.detach(), group=module.group)
+    cut = module.out_features * module.in_features
+    weight = full[:cut].view(module.out_features, module.in_features)
+    bias = full[cut:module.numel] if module.has_bias else None
+    return weight, bias
+
+
+class _GatheredLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, shard, module):
+        weight, bias = _gather_layer(module)
+        ctx.save_for_backward(x)
+        ctx.module = module
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        module = ctx.module
+        weight, _ = _gather_layer(module)
+        grad_x = grad @ weight
+        rows, xs = grad.reshape(-1, module.out_features), x.reshape(-1, module.in_features)
+        parts = [(rows.T @ xs).reshape(-1)]
+        if module.has_bias:
+            parts.append(rows.sum(0))
+        flat = torch.zeros(module.chunk * module.world, dtype=grad.dtype)
+        flat[:module.numel] = torch.cat(parts)
+        out = torch.empty(module.chunk, dtype=grad.dtype)
+        dist.reduce_scatter_single(out, flat, group=module.group)
+        return grad_x, out / module.world, None
+### END SOLUTION
+
+
+class ShardedLinear(nn.Module):
+    """A Linear layer stored as one shard per rank, gathered whole only while it computes."""
+
+    def __init__(self, weight, bias, group=None):
+        super().__init__()
+        self.group = group
+        self.out_features, self.in_features = weight.shape
+        self.has_bias = bias is not None
+        ### BEGIN SOLUTION
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        flat = torch.cat([weight.detach().reshape(-1)] + ([bias.detach().reshape(-1)] if self.has_bias else []))
+        self.numel = flat.numel()
+        bounds = shard_bounds(self.numel, self.world)
+        self.chunk = bounds[1] - bounds[0]
+        lo, hi = bounds[self.rank], bounds[self.rank + 1]
+        shard = torch.zeros(self.chunk, dtype=flat.dtype)
+        shard[:hi - lo] = flat[lo:hi]
+        self.shard = nn.Parameter(shard)
+        ### END SOLUTION
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        return _GatheredLinear.apply(x, self.shard, self)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "fsdp-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: a layer of 1000 x 1000 weights and a bias, on 4 ranks. How many elements does each
+# rank store, and how many does it hold at most while a forward runs? Then measure it: the bytes of
+# parameters each rank stores, against a plain nn.Linear.
+def stored_bytes(world):
+    def program(w, b):
+        layer = ShardedLinear(torch.from_numpy(w), torch.from_numpy(b))
+        return np.array([sum(p.numel() * p.element_size() for p in layer.parameters())])
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((1000, 1000)).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    return [int(r[0]) for r in run_world(program, world, [[w, b]] * world)]
+
+print("nn.Linear stores", (1000 * 1000 + 1000) * 4, "bytes; ShardedLinear on 4 ranks:", stored_bytes(4))
+
+# %% nbgrader={"grade": true, "grade_id": "fsdp", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="FSDP-style sharding: gather, compute, reduce-scatter"
+check("fsdp")
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "tp-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 3 — Tensor parallelism (25 points)
+# ## Part 4 — Tensor parallelism (20 points)
 #
 # Megatron splits each MLP of a transformer over $W$ ranks. The first linear is **column-parallel**:
 # rank $r$ keeps rows `r*o/W:(r+1)*o/W` of its weight `(o, i)` (output features; its bias slice too)
@@ -542,11 +659,11 @@ dense = F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
 dense.square().sum().backward()
 print("forward:", float(np.abs(out - dense.detach().numpy()).max()), " input grad:", float(np.abs(grad - x.grad.numpy()).max()))
 
-# %% nbgrader={"grade": true, "grade_id": "tp", "locked": true, "points": 25, "schema_version": 3, "solution": false} part_title="Tensor parallelism: f, g, column and row"
+# %% nbgrader={"grade": true, "grade_id": "tp", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="Tensor parallelism: f, g, column and row"
 check("tp")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "pipeline-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 4 — Pipeline parallelism (25 points)
+# ## Part 5 — Pipeline parallelism (20 points)
 #
 # A model cut into $p$ consecutive **stages**, one per rank; a batch cut into $m$ **micro-batches**.
 # A schedule says, for each stage, the order of its actions: `("F", i)`, the forward of micro-batch
@@ -659,14 +776,15 @@ for s, actions in enumerate(one_f_one_b(8, 4)):
     print(s, " ".join(f"{k}{i}" for k, i in actions))
 print("bubble fraction (p - 1) / (m + p - 1):", 3 / 11)
 
-# %% nbgrader={"grade": true, "grade_id": "pipeline", "locked": true, "points": 25, "schema_version": 3, "solution": false} part_title="Pipeline schedules and stages"
+# %% nbgrader={"grade": true, "grade_id": "pipeline", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="Pipeline schedules and stages"
 check("pipeline")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
 # ## Done
 #
-# Data parallelism for throughput, ZeRO for the optimizer's memory, tensor parallelism for layers too
-# big for one device, pipelines for models too deep for one: real systems combine all four (3-D
-# parallelism: Megatron-LM, DeepSpeed, TorchTitan). Under `torchrun`, each of your classes runs
+# Data parallelism for throughput, ZeRO and FSDP for the memory of the optimizer and of the model itself,
+# tensor parallelism for layers too big for one device, pipelines for models too deep for one: real
+# systems combine them (3-D parallelism: Megatron-LM, DeepSpeed, TorchTitan, where FSDP2's
+# `fully_shard` is the data-parallel dimension). Under `torchrun`, each of your classes runs
 # unchanged across machines (`torchrun --nnodes 2 --nproc-per-node 4 ...`, as in lab 9). Save the
 # notebook and submit it (`make submit LAB=lab10`).

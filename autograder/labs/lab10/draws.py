@@ -115,6 +115,41 @@ def zero(rng, world: int, n_small: bool = False) -> tuple[dict, list[dict]]:
     return spec, arrays
 
 
+# ---------------------------------------------------------------- fsdp
+def fsdp(rng, world: int, n_small: bool = False, seat: int | None = None, three_d: bool | None = None) -> tuple[dict, list[dict]]:
+    """A chain of 2-3 ShardedLinears with tanh between (a bias or not; flat sizes the world does not
+    divide, or, n_small, a layer with fewer elements than ranks), inputs of 2 or 3 dimensions (three_d;
+    None: drawn), 2-3 SGD steps. The rank at `seat` (group rank order) also gets the referee's backward shifts `shift{k}`."""
+    while True:
+        if n_small:
+            layers = [(1, 1, bool(world > 2)), (1, int(rng.integers(2, 4)), True)]
+        else:
+            widths = [int(w) for w in rng.integers(2, 7, int(rng.integers(3, 5)))]
+            layers = [(widths[k], widths[k + 1], bool(rng.integers(2)) or k == 0) for k in range(len(widths) - 1)]
+        sizes = [i * o + (o if b else 0) for i, o, b in layers]
+        if n_small or world == 1 or all(n % world for n in sizes):
+            break
+    three_d = bool(rng.integers(2)) if three_d is None else three_d
+    lead = [int(rng.integers(1, 5))] + ([int(rng.integers(2, 4))] if three_d else [])
+    spec = {"layers": [list(x) for x in layers], "steps": int(rng.integers(2, 4)), "lr": float(rng.uniform(0.05, 0.3))}
+    weights = {}
+    for k, (i, o, b) in enumerate(layers):
+        weights[f"w{k}"] = _f(rng, o, i, scale=0.7)
+        if b:
+            weights[f"b{k}"] = _f(rng, o, scale=0.5)
+    arrays = []
+    for _ in range(world):
+        a = dict(weights)
+        for t in range(spec["steps"]):
+            a[f"x{t}"] = _f(rng, *lead, layers[0][0])
+            a[f"y{t}"] = _f(rng, *lead, layers[-1][1])
+        arrays.append(a)
+    if seat is not None:
+        for k, n in enumerate(sizes):
+            arrays[seat][f"shift{k}"] = _f(rng, -(-n // world), scale=0.5)
+    return spec, arrays
+
+
 # ---------------------------------------------------------------- tp
 def tp(rng, world: int, three_d: bool = False, transposed: bool = False, size: int | None = None) -> tuple[dict, list[dict]]:
     """A world of `world` ranks whose tensor-parallel group has `size` ranks (default: all)."""

@@ -66,6 +66,74 @@ def zero(spec: dict, arrays: list[dict]) -> dict:
             "state": [[m[bounds[r]:bounds[r + 1]], v[bounds[r]:bounds[r + 1]]] for r in range(world)]}
 
 
+class _Shifted(torch.autograd.Function):
+    """x @ w.T + b whose input gradient uses `w_back` (the layer as gathered in backward)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, w_back):
+        ctx.save_for_backward(x, w_back)
+        return F.linear(x, w, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w_back = ctx.saved_tensors
+        g2, x2 = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
+        return grad @ w_back, g2.T @ x2, g2.sum(0), None
+
+
+def fsdp(spec: dict, arrays: list[dict], seat: int | None = None) -> dict:
+    """SGD on the average of the members' gradients of their own mean-squared losses. With a referee at
+    group rank `seat`, its shard carries `shift{k}` in every backward all-gather: each input gradient is
+    computed with that layer. Returns each member's shards (init and final, padded), its losses, and what
+    the referee receives: per step the gathered layers (forward order), then per layer from the last
+    the backward gather and its reduce-scattered slice (a SUM, not yet divided)."""
+    world, layers = len(arrays), spec["layers"]
+    flats = [torch.cat([_d(arrays[0][f"w{k}"]).flatten(), *([_d(arrays[0][f"b{k}"])] if b else [])])
+             for k, (i, o, b) in enumerate(layers)]
+    sizes = [f.numel() for f in flats]
+    chunks = [-(-n // world) for n in sizes]
+    shifts = []
+    for k, n in enumerate(sizes):
+        delta = torch.zeros(chunks[k] * world, dtype=torch.float64)
+        if seat is not None:
+            delta[seat * chunks[k]:(seat + 1) * chunks[k]] = _d(arrays[seat][f"shift{k}"])
+        shifts.append(delta[:n])
+
+    def shards(k):
+        padded = F.pad(flats[k], (0, chunks[k] * world - sizes[k]))
+        return [padded[r * chunks[k]:(r + 1) * chunks[k]].numpy().copy() for r in range(world)]
+
+    init = [shards(k) for k in range(len(layers))]
+    losses, seen = [[] for _ in range(world)], []
+    for t in range(spec["steps"]):
+        seen += [f.numpy().copy() for f in flats]
+        params = [f.clone().requires_grad_(True) for f in flats]
+        total = [torch.zeros_like(f) for f in flats]
+        for r in range(world):
+            h = _d(arrays[r][f"x{t}"])
+            for k, (i, o, b) in enumerate(layers):
+                w = params[k][:o * i].reshape(o, i)
+                bias = params[k][o * i:] if b else torch.zeros(o, dtype=torch.float64)
+                w_back = (flats[k] + shifts[k])[:o * i].reshape(o, i)
+                h = _Shifted.apply(h, w, bias, w_back)
+                if k < len(layers) - 1:
+                    h = torch.tanh(h)
+            loss = ((h - _d(arrays[r][f"y{t}"])) ** 2).mean()
+            grads = torch.autograd.grad(loss, params)
+            total = [a + g for a, g in zip(total, grads, strict=True)]
+            losses[r].append(float(loss))
+        for k in range(len(layers) - 1, -1, -1):
+            seen.append((flats[k] + shifts[k]).numpy().copy())
+            padded = F.pad(total[k], (0, chunks[k] * world - sizes[k]))
+            if seat is not None:
+                seen.append(padded[seat * chunks[k]:(seat + 1) * chunks[k]].numpy().copy())
+        flats = [f - spec["lr"] * g / world for f, g in zip(flats, total, strict=True)]
+    final = [shards(k) for k in range(len(layers))]
+    return {"init": [[init[k][r] for k in range(len(layers))] for r in range(world)],
+            "shards": [[final[k][r] for k in range(len(layers))] for r in range(world)],
+            "losses": losses, "seen": seen, "chunks": chunks, "sizes": sizes}
+
+
 def tp(spec: dict, arrays: list[dict]) -> dict:
     """f and g on their own, then the dense MLP block; the slices of each rank."""
     world = len(arrays)

@@ -12,7 +12,8 @@
   min(p - s, m) micro-batches in flight on stage s where GPipe keeps m.
 * worlds of 1 to 4 gloo ranks: BucketedDDP's gradients and parameters after SGD steps (with no_sync
   accumulation) == torch's DistributedDataParallel's; ZeroAdamW's parameters == torch.optim.AdamW's on the
-  averaged gradients; the tensor-parallel MLP == the dense block, forward and backward; run_stage's
+  averaged gradients; a chain of ShardedLinears trained with SGD == the slices of nn.Linears trained on
+  the whole batch; the tensor-parallel MLP == the dense block, forward and backward; run_stage's
   gradients == the whole model's.
 
     run(40)    # CI: a few seconds          run(400)   # make fuzz
@@ -148,6 +149,37 @@ def _world_program(specs):
                         p.grad = sum(grads[step * world + r][i] for r in range(world)) / world
                     ref_opt.step()
                 out += [torch.cat([p.reshape(-1) for p in mine]), torch.cat([p.detach().reshape(-1) for p in theirs])]
+            elif spec["kind"] == "fsdp":
+                widths = spec["widths"]
+                weights = [(torch.from_numpy(rng.standard_normal((widths[k + 1], widths[k])).astype(np.float32)),
+                            torch.from_numpy(rng.standard_normal(widths[k + 1]).astype(np.float32)) if spec["bias"][k] else None)
+                           for k in range(len(widths) - 1)]
+                mine = [ref.ShardedLinear(w, b) for w, b in weights]
+                dense = [nn.Linear(widths[k], widths[k + 1], bias=b is not None) for k, (w, b) in enumerate(weights)]
+                with torch.no_grad():
+                    for layer, (w, b) in zip(dense, weights):
+                        layer.weight.copy_(w)
+                        if b is not None:
+                            layer.bias.copy_(b)
+                opt = torch.optim.SGD([layer.shard for layer in mine], lr=0.1)
+                ref_opt = torch.optim.SGD([q for layer in dense for q in layer.parameters()], lr=0.1)
+                for step in range(2):
+                    xs = [torch.from_numpy(rng.standard_normal((2, 3, widths[0])).astype(np.float32)) for _ in range(world)]
+                    for layers, optimizer, batches in ((mine, opt, [xs[rank]]), (dense, ref_opt, xs)):
+                        optimizer.zero_grad()
+                        for x in batches:
+                            h = x
+                            for k, layer in enumerate(layers):
+                                h = layer(h)
+                                h = torch.tanh(h) if k < len(layers) - 1 else h
+                            (h.square().mean() / len(batches)).backward()
+                        optimizer.step()
+                for layer, d in zip(mine, dense):
+                    flat = torch.cat([q.detach().reshape(-1) for q in d.parameters()])
+                    c = layer.shard.numel()
+                    want = torch.zeros(c * world)
+                    want[:flat.numel()] = flat
+                    out += [layer.shard.detach().clone(), want[rank * c:(rank + 1) * c]]
             elif spec["kind"] == "tp":
                 i, hidden = spec["i"], spec["hidden"] * world
                 x = torch.from_numpy(rng.standard_normal((3, i)).astype(np.float32))
@@ -175,6 +207,11 @@ def _check_world(specs, world, results) -> None:
             elif spec["kind"] == "zero":
                 mine, theirs = got.pop(0), got.pop(0)
                 assert np.allclose(mine, theirs, rtol=1e-5, atol=1e-6), f"{what}: ZeroAdamW differs from torch.optim.AdamW"
+            elif spec["kind"] == "fsdp":
+                for k in range(len(spec["widths"]) - 1):
+                    mine, theirs = got.pop(0), got.pop(0)
+                    assert np.allclose(mine, theirs, rtol=1e-5, atol=1e-5), \
+                        f"{what}: ShardedLinear {k}'s shard differs from the slice of nn.Linear trained on the whole batch"
             else:
                 y, dense, gx, gd = (got.pop(0) for _ in range(4))
                 assert np.allclose(y, dense, rtol=1e-5, atol=1e-5) and np.allclose(gx, gd, rtol=1e-5, atol=1e-5), \
@@ -231,11 +268,14 @@ def run(examples: int) -> int:
     for _ in range(max(1, examples // 40)):   # CI (40): one world of each size drawn; make fuzz (400): ten
         world = int(rng.integers(1, 5))
         specs = []
-        for kind in ("ddp", "zero", "tp"):
+        for kind in ("ddp", "zero", "fsdp", "tp"):
             spec = {"kind": kind, "seed": int(rng.integers(1 << 30))}
             if kind == "ddp":
                 spec.update(widths=[int(w) for w in rng.integers(2, 7, int(rng.integers(2, 5)))],
                             cap=int(rng.integers(16, 200)), first=None)
+            elif kind == "fsdp":
+                widths = [int(w) for w in rng.integers(1, 6, int(rng.integers(2, 4)))]
+                spec.update(widths=widths, bias=[bool(b) for b in rng.integers(0, 2, len(widths) - 1)])
             elif kind == "zero":
                 spec.update(shapes=[[int(d) for d in rng.integers(1, 5, int(rng.integers(0, 3)))] for _ in range(int(rng.integers(1, 4)))])
             else:

@@ -150,6 +150,61 @@ class ZeroAdamW:
         return self.m, self.v
 
 
+# ---------------------------------------------------------------- fsdp
+SHIFTS: list = []   # the referee's backward shifts, one per ShardedLinear in construction order (roles.py sets them)
+
+
+class ShardedLinear(nn.Module):
+    """The statement's layer. At the referee, `shift` (an array of c elements, or None) is added to this rank's
+    shard in the *backward* all-gather only: every rank then computes its input gradient with a layer that
+    differs from forward's, which tells a backward that gathers again from one that reuses forward's layer."""
+
+    def __init__(self, weight, bias, group=None):
+        super().__init__()
+        self.group, (self.o, self.i), self.has_bias = group, weight.shape, bias is not None
+        self.r, self.w = dist.get_rank(group), dist.get_world_size(group)
+        flat = torch.cat([weight.detach().flatten(), *([bias.detach().flatten()] if bias is not None else [])])
+        self.n = flat.numel()
+        edges = shard_bounds(self.n, self.w)
+        self.c = edges[1]
+        self.shard = nn.Parameter(F.pad(flat[edges[self.r]:edges[self.r + 1]], (0, self.c - (edges[self.r + 1] - edges[self.r]))))
+        shift = SHIFTS.pop(0) if SHIFTS else None
+        self.shift = None if shift is None else torch.as_tensor(shift, dtype=flat.dtype)
+
+    def gather(self, backward):
+        mine = self.shard.detach()
+        if backward and self.shift is not None:
+            mine = mine + self.shift
+        full = torch.empty(self.c * self.w, dtype=mine.dtype)
+        dist.all_gather_single(full, mine, group=self.group)
+        SEEN.append(full[:self.n].clone())
+        weight = full[:self.o * self.i].reshape(self.o, self.i)
+        return weight, (full[self.o * self.i:self.n] if self.has_bias else None)
+
+    def forward(self, x):
+        return _Gathered.apply(x, self.shard, self)
+
+
+class _Gathered(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, shard, layer):
+        weight, bias = layer.gather(backward=False)
+        ctx.layer = layer
+        ctx.save_for_backward(x)
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        layer, (x,) = ctx.layer, ctx.saved_tensors
+        weight, _ = layer.gather(backward=True)
+        g2, x2 = grad.reshape(-1, layer.o), x.reshape(-1, layer.i)
+        flat = torch.cat([(g2.T @ x2).flatten(), *([g2.sum(0)] if layer.has_bias else [])])
+        mine = torch.empty(layer.c, dtype=flat.dtype)
+        dist.reduce_scatter_single(mine, F.pad(flat, (0, layer.c * layer.w - layer.n)), group=layer.group)
+        SEEN.append(mine.clone())
+        return grad @ weight, mine / layer.w, None
+
+
 # ---------------------------------------------------------------- tp
 class _F(torch.autograd.Function):
     @staticmethod

@@ -4,8 +4,8 @@ implementation (oracle.py) at the referee's seat.
 
 It makes the collective calls the statement describes, so a learner rank that makes others waits for a
 peer that never comes. It records, as case 0, every tensor that arrived from the other ranks (`seen{i}`,
-in order of arrival: bucket sums, gathered parameters, all-reduced activations and gradients, received
-pipeline tensors) and the values its own program produced (`out.NAME` and `out.NAME.J`). P0 compares
+in order of arrival: bucket sums, gathered parameters, gathered layers and reduce-scattered gradient slices,
+all-reduced activations and gradients, received pipeline tensors) and the values its own program produced (`out.NAME` and `out.NAME.J`). P0 compares
 both with its single-process oracle.
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ def play(ctx) -> None:
         ctx.record(0)   # a rank outside the group takes no part
         return
     oracle.SEEN.clear()
+    # fsdp: the referee's shard differs in backward's gathers (arrays shift{k}, only the referee's): see oracle.ShardedLinear
+    oracle.SHIFTS[:] = [ctx.arrays[f"shift{k}"] for k in range(len(spec.get("layers", []))) if f"shift{k}" in ctx.arrays]
     result = scenarios.PROGRAMS[part](oracle, spec, dict(ctx.arrays), ctx.group)
     record = {f"seen{i}": t.detach().numpy().copy() for i, t in enumerate(oracle.SEEN)}
     _flatten("out", result, record)

@@ -147,6 +147,30 @@ def zero_program(impl, spec, arrays, group):
             "cleared": all(p.grad is None for p in params)}
 
 
+# ---------------------------------------------------------------- part fsdp
+def fsdp_program(impl, spec, arrays, group):
+    import torch
+    layers = [impl.ShardedLinear(_t(arrays[f"w{k}"]), _t(arrays[f"b{k}"]) if b else None, group)
+              for k, (i, o, b) in enumerate(spec["layers"])]
+    out = {"init": [_np(layer.shard) for layer in layers]}
+    opt = torch.optim.SGD([layer.shard for layer in layers], lr=spec["lr"])
+    losses = []
+    for t in range(spec["steps"]):
+        opt.zero_grad()
+        h = _t(arrays[f"x{t}"])
+        for k, layer in enumerate(layers):
+            h = layer(h)
+            if k < len(layers) - 1:
+                h = torch.tanh(h)
+        loss = ((h - _t(arrays[f"y{t}"])) ** 2).mean()
+        loss.backward()
+        losses.append(float(loss))
+        opt.step()
+    out["shards"] = [_np(layer.shard) for layer in layers]
+    out["losses"] = losses
+    return out
+
+
 # ---------------------------------------------------------------- part tp
 def tp_program(impl, spec, arrays, group):
     import torch
@@ -226,7 +250,8 @@ def pipeline_program(impl, spec, arrays, group):
     return {"losses": losses, "grads": [_np(p.grad) if p.grad is not None else None for p in stage.parameters()]}
 
 
-PROGRAMS = {"ddp": ddp_program, "zero": zero_program, "tp": tp_program, "pipeline": pipeline_program}
+PROGRAMS = {"ddp": ddp_program, "zero": zero_program, "fsdp": fsdp_program, "tp": tp_program,
+            "pipeline": pipeline_program}
 
 
 # ---------------------------------------------------------------- the learner's world
