@@ -424,11 +424,14 @@ check("zero")
 # `forward(x)` (`x` of shape `(..., i)`) runs one `torch.autograd.Function` of yours:
 #
 # * **forward**: `dist.all_gather_single(full, shard, group=group)` into a tensor of $W \cdot c$
-#   elements; its first $n$ elements are the weight and bias; return `F.linear(x, weight, bias)`.
+#   elements; its first $n$ elements are the weight and bias; return `x @ weight.T + bias` (what
+#   `F.linear` computes).
 #   Save `x` and the shard for backward, **not** the gathered layer: it is freed when forward returns.
-# * **backward**: gather the layer **again** (the same call: FSDP cannot know whether the input needs a
-#   gradient, so it always does), then the input's gradient `grad @ weight`, the weight's
-#   `grad.T @ x` and the bias's `grad` summed over every leading dimension. Flatten the weight's and
+# * **backward**: gather the layer **again** (the same call), then the input's gradient
+#   `grad @ weight`, the weight's `grad.T @ x` and the bias's `grad` summed over every leading
+#   dimension. Gathering twice is FSDP2's `reshard_after_forward=True` (its default for every module
+#   but the root): the layer's memory is free between forward and backward, for the price of a second
+#   all-gather. Here the rule holds even where the input needs no gradient: always gather again. Flatten the weight's and
 #   bias's gradients as in the constructor, pad to $W \cdot c$ elements and
 #   `dist.reduce_scatter_single(out, flat, group=group)` (SUM) into $c$ elements; divided by $W$ they
 #   are the shard's gradient: the average over the ranks, as in DDP.

@@ -44,8 +44,11 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduler with our units as scopes: a worker takes a whole unit, the next free worker
-    the next unit in collection order."""
+    the next unit in collection order. (xdist reorders scopes by their number of tests unless told not to:
+    the book and lab07, the longest units, then started in the middle of the run.)"""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class UnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:

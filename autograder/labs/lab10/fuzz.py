@@ -157,7 +157,7 @@ def _world_program(specs):
                 mine = [ref.ShardedLinear(w, b) for w, b in weights]
                 dense = [nn.Linear(widths[k], widths[k + 1], bias=b is not None) for k, (w, b) in enumerate(weights)]
                 with torch.no_grad():
-                    for layer, (w, b) in zip(dense, weights):
+                    for layer, (w, b) in zip(dense, weights, strict=True):
                         layer.weight.copy_(w)
                         if b is not None:
                             layer.bias.copy_(b)
@@ -174,7 +174,7 @@ def _world_program(specs):
                                 h = torch.tanh(h) if k < len(layers) - 1 else h
                             (h.square().mean() / len(batches)).backward()
                         optimizer.step()
-                for layer, d in zip(mine, dense):
+                for layer, d in zip(mine, dense, strict=True):
                     flat = torch.cat([q.detach().reshape(-1) for q in d.parameters()])
                     c = layer.shard.numel()
                     want = torch.zeros(c * world)

@@ -150,8 +150,8 @@ def zero_program(impl, spec, arrays, group):
 # ---------------------------------------------------------------- part fsdp
 def fsdp_program(impl, spec, arrays, group):
     import torch
-    layers = [impl.ShardedLinear(_t(arrays[f"w{k}"]), _t(arrays[f"b{k}"]) if b else None, group)
-              for k, (i, o, b) in enumerate(spec["layers"])]
+    given = [(_t(arrays[f"w{k}"]), _t(arrays[f"b{k}"]) if b else None) for k, (i, o, b) in enumerate(spec["layers"])]
+    layers = [impl.ShardedLinear(w, b, group) for w, b in given]
     out = {"init": [_np(layer.shard) for layer in layers]}
     opt = torch.optim.SGD([layer.shard for layer in layers], lr=spec["lr"])
     losses = []
@@ -168,6 +168,7 @@ def fsdp_program(impl, spec, arrays, group):
         opt.step()
     out["shards"] = [_np(layer.shard) for layer in layers]
     out["losses"] = losses
+    out["given"] = [[_np(w), _np(b)] for w, b in given]   # training the shards must leave the full tensors alone
     return out
 
 

@@ -44,6 +44,12 @@ def check(student, referee, world, seat, spec, arrays, group=None):
                     " (an input gradient computed with the layer gathered in backward, the gradient reduce-scattered "
                     "and divided by the number of ranks)")
                 expect_close(have, value, f"{what}: rank {g}'s shard of layer {k} {when}{hint}", atol=1e-5)
+        given = replies.list_of(got.get("given"), f"{what}: rank {g}'s weights and biases after training", layers)
+        for k, ((i, o, b), pair) in enumerate(zip(spec["layers"], given, strict=True)):
+            pair = replies.list_of(pair, f"{what}: layer {k}'s weight and bias", 2)
+            unchanged = np.array_equal(pair[0], arrays[r][f"w{k}"]) and (not b or np.array_equal(pair[1], arrays[r][f"b{k}"]))
+            assert unchanged, (f"{what}: rank {g}: training the shards changed the weight or bias tensor passed to "
+                               f"ShardedLinear (layer {k}); the shard must be a copy")
         losses = replies.list_of(got.get("losses"), f"{what}: rank {g}'s losses", spec["steps"])
         for t, (have, value) in enumerate(zip(losses, want["losses"][g], strict=True)):
             assert isinstance(have, float) and abs(have - value) <= 1e-4 * max(1.0, abs(value)), (
