@@ -131,6 +131,20 @@ def ddp_program(impl, spec, arrays, group):
     return out
 
 
+def ddp_dtypes_program(impl, spec, arrays, group):
+    """Trainable parameters of two dtypes: ValueError; a frozen parameter of another dtype: accepted."""
+    from torch import nn
+    out = {}
+    for key, frozen in (("mixed", False), ("frozen_other", True)):
+        net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2).double().requires_grad_(not frozen))
+        try:
+            impl.BucketedDDP(net, group=group)
+            out[key] = "accepted"
+        except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+            out[key] = type(exc).__name__
+    return out
+
+
 # ---------------------------------------------------------------- part zero
 def zero_program(impl, spec, arrays, group):
     params = [_t(arrays[f"init{i}"]) for i in range(len(spec["shapes"]))]
@@ -251,7 +265,7 @@ def pipeline_program(impl, spec, arrays, group):
     return {"losses": losses, "grads": [_np(p.grad) if p.grad is not None else None for p in stage.parameters()]}
 
 
-PROGRAMS = {"ddp": ddp_program, "zero": zero_program, "fsdp": fsdp_program, "tp": tp_program,
+PROGRAMS = {"ddp": ddp_program, "ddp_dtypes": ddp_dtypes_program, "zero": zero_program, "fsdp": fsdp_program, "tp": tp_program,
             "pipeline": pipeline_program}
 
 

@@ -90,6 +90,11 @@ def test_backward_order_differs_from_registration(student, referee):
           3, draws.seat(rng, 3), spec, arrays)
     spec, arrays = draws.ddp(rng, 1, shuffled=True, spare="last")
     check(student, referee, "a DDP world of 1 rank", 1, None, spec, arrays)
+    what = "BucketedDDP on 1 rank over a model with float32 and float64 parameters"
+    got = play(student, referee, "ddp_dtypes", 1, None, {}, [{}], what).rank(0)
+    assert got.get("mixed") == "ValueError", f"{what}, all trainable: should raise ValueError (a bucket is one flat tensor), got {got.get('mixed')!r}"
+    assert got.get("frozen_other") == "accepted", (
+        f"{what}, the float64 ones frozen: only trainable parameters must share a dtype, got {got.get('frozen_other')!r}")
 
 
 def test_subgroup_broadcasts_from_its_first_rank(student, referee):
