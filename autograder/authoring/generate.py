@@ -38,6 +38,14 @@ def _read_chunk(header: str, chunk: str) -> nbformat.NotebookNode:
     return jupytext.reads(header + chunk, fmt="py:percent")
 
 
+def split_cells(text: str) -> list[tuple[int, str]]:
+    """jupytext py:percent text cut before each `# %%` marker: (index of the piece's first line, its text).
+    The first piece is what precedes the first marker (the header), unless the text starts with one."""
+    lines = text.splitlines(keepends=True)
+    starts = [0, *(i for i, line in enumerate(lines) if i and line.startswith("# %%"))]
+    return [(a, "".join(lines[a:b])) for a, b in zip(starts, [*starts[1:], len(lines)])]
+
+
 def read_percent(text: str) -> nbformat.NotebookNode:
     """`jupytext.reads(text, fmt="py:percent")`, one cell at a time: the text is cut at its `# %%` markers and
     each cell is read from its own text, once per distinct text. A lab's selftest reads hundreds of texts that
@@ -45,12 +53,11 @@ def read_percent(text: str) -> nbformat.NotebookNode:
     jupytext records a cell's spacing (`lines_to_next_cell`) against the next line of code after it, so a
     cell is read together with the cells up to that line. A piece that does not read as the cells it holds
     falls back to reading the whole text."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")]
-    if not starts:
+    pieces = [piece for _, piece in split_cells(text)]
+    header = "" if pieces[0].startswith("# %%") else pieces.pop(0)
+    chunks = pieces
+    if not chunks:
         return jupytext.reads(text, fmt="py:percent")
-    header, bounds = "".join(lines[:starts[0]]), [*starts, len(lines)]
-    chunks = ["".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
     has_code = [any(line.strip() and not line.lstrip().startswith("#") for line in chunk.splitlines())
                 for chunk in chunks]
     nb = copy.deepcopy(_read_chunk(header, ""))

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,16 +63,6 @@ def solution_lines(text: str) -> set[int]:
     return lines
 
 
-def _chunks(text: str) -> list[tuple[int, str]]:
-    """The solution source cut at its jupytext cell markers: (first line number - 1, chunk text).
-    Each chunk is valid Python on its own, and mutating one chunk at a time keeps generation fast."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")] or [0]
-    if starts[0] != 0:
-        starts.insert(0, 0)
-    return [(a, "".join(lines[a:b])) for a, b in zip(starts, [*starts[1:], len(lines)])]
-
-
 def _subtree_state(node) -> list:
     """What an operator may change in place below `node`: every leaf's text and every node's child list."""
     state, stack = [], [node]
@@ -113,11 +104,13 @@ def generate(text: str, exact: bool = False) -> list[MachineMutant]:
     from cosmic_ray.mutating import mutate_code
     from cosmic_ray.plugins import get_operator
 
+    from autograder.authoring.generate import split_cells
+
     allowed = solution_lines(text)
     original = text.splitlines()
     operators = [(name, get_operator(name)()) for name in OPERATORS]
     mutants, seen = [], {}
-    for offset, chunk in _chunks(text):
+    for offset, chunk in split_cells(text):
         count = chunk.count("\n") + 1
         if not any(offset + i in allowed for i in range(1, count + 1)):
             continue
@@ -155,6 +148,12 @@ def generate(text: str, exact: bool = False) -> list[MachineMutant]:
     return mutants
 
 
+def _save(cache_file: Path, cache: dict) -> None:
+    temporary = cache_file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(cache, indent=0))
+    temporary.replace(cache_file)
+
+
 def sample(mutants: list[MachineMutant], count: int, skip: set[str] = frozenset()) -> list[MachineMutant]:
     """A fixed, spread-out sample (the same on every machine and run)."""
     pool = sorted((m for m in mutants if m.id not in skip), key=lambda m: m.id)
@@ -177,6 +176,7 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
     cache_file = folder / "cache.json"
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     stamp = fingerprint(paths)
+    lock = threading.Lock()
 
     def one(mutant: MachineMutant) -> dict:
         key = f"{mutant.id}:{stamp}"
@@ -190,7 +190,9 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
             record = {"killed": result.score < result.max_score, "score": result.score, "error": result.error,
                       "seconds": result.seconds,
                       "failures": [f for p in result.parts for f in p.failures][:2]}
-            cache[key] = record
+            with lock:  # saved as we go: an interrupted exhaustive run keeps what it graded
+                cache[key] = record
+                _save(cache_file, cache)
         record = {**record, **{k: v for k, v in asdict(mutant).items() if k != "source"}}
         if progress:
             progress(record)
@@ -198,7 +200,6 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         records = list(pool.map(one, mutants))
-    cache_file.write_text(json.dumps(cache, indent=0))
     (folder / "report.json").write_text(json.dumps(records, indent=1))
     return records
 

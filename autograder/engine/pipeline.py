@@ -200,7 +200,11 @@ def score(info: LabInfo, tests: list[dict]) -> list[PartResult]:
 def fingerprint(paths: LabPaths) -> str:
     """Changes whenever anything that decides a score changes: graders, scenarios, release, engine."""
     digest = hashlib.sha256(results.ENGINE_VERSION.encode())
-    files = sorted(paths.graders.rglob("*.py")) + sorted(paths.graders.glob("*.toml")) + [paths.scenarios, paths.release_notebook]
+    # The proof's own lists (mutants, equivalents, catalogue, attempts) decide no score: triaging a survivor
+    # must not discard a long mutation run's cache.
+    proof = {"mutants.toml", "equivalents.toml", "catalogue.toml", "adversarial.toml"}
+    tomls = [f for f in sorted(paths.graders.glob("*.toml")) if f.name not in proof]
+    files = sorted(paths.graders.rglob("*.py")) + tomls + [paths.scenarios, paths.release_notebook]
     for file in files:
         if file.exists():
             digest.update(file.name.encode() + file.read_bytes())
