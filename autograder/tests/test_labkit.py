@@ -471,3 +471,32 @@ def test_status_of_an_untouched_lab_runs_nothing(toy_lab, monkeypatch):
     edit_cell(toy_lab / "lab98_toy.ipynb", "add_impl", "def add(a, b):\n    return a + b\n")
     with pytest.raises(TypeError):
         collect(LabDir(toy_lab), quick=True)                 # started: its tests run (in a worker)
+
+
+def test_status_shows_an_unchanged_lab_again_without_running_it(toy_lab, monkeypatch):
+    """A finished lab whose code, public tests and tools did not change since its last status run is shown
+    from that run (that keeps `make status` at a second for a learner with every lab done). Outputs and
+    metadata are not code; a changed cell, or a run that timed out, runs again."""
+    from labkit import status
+
+    notebook = toy_lab / "lab98_toy.ipynb"
+    edit_cell(notebook, "add_impl", "def add(a, b):\n    return a + b\n")
+    first = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
+    assert not first.reused and first.results["add"].status == "passing"
+    nb = nbformat.read(notebook, as_version=4)
+    nb.metadata["saved_by"] = "jupyterlab"
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, notebook)
+    real_popen = status.subprocess.Popen
+    monkeypatch.setattr(status.subprocess, "Popen", None)   # any worker process would fail here
+    again = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
+    assert again.reused
+    assert {p: r.status for p, r in again.results.items()} == {p: r.status for p, r in first.results.items()}
+    edit_cell(notebook, "add_impl", "def add(a, b):\n    return a - b\n")
+    with pytest.raises(TypeError):
+        collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
+    monkeypatch.setattr(status.subprocess, "Popen", real_popen)
+    changed = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
+    assert not changed.reused and changed.results["add"].status == "failing"
+    assert collect(LabDir(toy_lab), timeout=120, quick=True, reuse=False).reused is False

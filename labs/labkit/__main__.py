@@ -12,7 +12,7 @@ from labkit.notebook import NotebookError
 def _status(args) -> int:
     from labkit import status
 
-    return status.main(Path(args.labs), args.timeout, args.verbose, args.only or None)
+    return status.main(Path(args.labs), args.timeout, args.verbose, args.only or None, fresh=args.fresh)
 
 
 def _submit(args) -> int:
@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd.add_argument("only", nargs="*", help="lab ids to show (default: all)")
     status_cmd.add_argument("-v", "--verbose", action="store_true", help="list every failing test")
     status_cmd.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per lab")
+    status_cmd.add_argument("--fresh", action="store_true",
+                            help="run every lab's tests, also those unchanged since the last status")
     status_cmd.set_defaults(run=_status)
 
     submit_cmd = commands.add_parser("submit", help="zip a lab notebook with a manifest into submissions/")

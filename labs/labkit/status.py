@@ -1,6 +1,7 @@
 """`python -m labkit status`: every lab's public tests against its working notebook, as one table."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from labkit.runner import Outcome, PartResult
 STUB = re.compile(r"^[ \t]*# YOUR CODE HERE[ \t]*\n[ \t]*raise NotImplementedError\(\)[ \t]*$", re.M)
 
 DEFAULT_TIMEOUT = 300.0
+CACHE = ".labkit-cache/status.json"   # inside each lab folder: the last status run and what it ran on
 STYLES = {"passing": "green", "partial": "yellow", "not started": "dim", "failing": "red",
           "error": "red", "timed out": "red", "crashed": "red", "no tests": "dim"}
 
@@ -34,6 +36,7 @@ class LabReport:
     results: dict[str, PartResult] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     error: str | None = None   # the notebook could not be read: nothing ran
+    reused: bool = False       # nothing changed since the last run: its results are shown again
 
     def status_of(self, part: str) -> str:
         return self.results[part].status if part in self.results else "not run"
@@ -64,11 +67,60 @@ def untouched(labdir: LabDir) -> bool:
                                for c in cells)
 
 
+def _inputs_key(labdir: LabDir, parts: list[str]) -> str:
+    """What a lab's public-test run depends on: the notebook's code (not its outputs or metadata), the
+    public tests, labkit itself, Python and torch. Equal keys give equal results."""
+    from importlib import metadata
+
+    digest = hashlib.sha256(f"{sys.version}|{','.join(parts)}".encode())
+    for name in ("torch", "numpy"):
+        try:
+            digest.update(f"{name}={metadata.version(name)}".encode())
+        except metadata.PackageNotFoundError:
+            pass
+    for cell in read_notebook(labdir.notebook).cells:
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        digest.update(f"{cell.cell_type}:{len(source)}:".encode() + source.encode())
+    files = [f for f in sorted(labdir.tests.rglob("*")) if f.is_file() and "__pycache__" not in f.parts]
+    for file in [*files, *sorted(Path(__file__).parent.glob("*.py"))]:
+        digest.update(f"{file.name}:{file.stat().st_size}:".encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
+def _reuse(labdir: LabDir, key: str, report: LabReport) -> bool:
+    try:
+        saved = json.loads((labdir.path / CACHE).read_text(encoding="utf-8"))
+        if saved.get("key") != key:
+            return False
+        results = {r["part"]: PartResult.from_dict(r) for r in saved["results"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if set(results) != {p.id for p in report.parts}:
+        return False
+    report.results, report.notes, report.reused = results, list(saved.get("notes", [])), True
+    return True
+
+
+def _remember(labdir: LabDir, key: str, report: LabReport) -> None:
+    """Keep a finished run (not one that timed out or crashed: those may pass on a quieter machine)."""
+    if report.error or any(r.error in ("timed out", "crashed") for r in report.results.values()):
+        return
+    try:
+        cache = labdir.path / CACHE
+        cache.parent.mkdir(exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "notes": report.notes,
+                                     "results": [r.to_dict() for r in report.results.values()]}), encoding="utf-8")
+    except OSError:
+        pass   # a read-only lab folder: the next status simply runs again
+
+
 def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] | None = None,
-            quick: bool = False) -> LabReport:
+            quick: bool = False, reuse: bool = False) -> LabReport:
     """Run one lab's public tests in a subprocess; a hang, crash or broken notebook stays contained.
     With `quick`, a lab whose solution cells all still hold their stubs is reported "not started"
-    without running anything (that is what takes a lab's status from seconds to milliseconds)."""
+    without running anything (that is what takes a lab's status from seconds to milliseconds).
+    With `reuse`, a lab whose code, public tests and tools are unchanged since its last finished run
+    shows that run's results (`status --fresh` runs every lab again)."""
     report = LabReport(labdir)
     try:
         info = labdir.info()
@@ -80,6 +132,9 @@ def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] |
     if quick and untouched(labdir):
         for part in report.parts:
             report.results[part.id] = PartResult(part.id, [Outcome("stub", False, "not_implemented")], static=True)
+        return report
+    key = _inputs_key(labdir, [p.id for p in report.parts]) if reuse else ""
+    if reuse and _reuse(labdir, key, report):
         return report
     with tempfile.TemporaryDirectory(prefix="labkit-") as tmp:
         out, log = Path(tmp) / "results.jsonl", Path(tmp) / "output.txt"
@@ -112,6 +167,8 @@ def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] |
             report.notes.append(f"{what}" + (": " + " | ".join(tail) if tail and ended == "crashed" else ""))
             for part in report.parts:
                 report.results.setdefault(part.id, PartResult(part.id, error=ended))
+    if reuse:
+        _remember(labdir, key, report)
     return report
 
 
@@ -163,12 +220,15 @@ def render(reports: list[LabReport], console=None, verbose: bool = False) -> Non
 
 
 def main(root: Path = LABS_ROOT, timeout: float = DEFAULT_TIMEOUT, verbose: bool = False,
-         only: list[str] | None = None, jobs: int = 2) -> int:
+         only: list[str] | None = None, jobs: int = 2, fresh: bool = False) -> int:
     labs = [lab for lab in all_labs(root) if not only or lab.id in only or lab.slug in only]
     if not labs:
         print(f"no labs found under {root}")
         return 1
     with ThreadPoolExecutor(max(1, jobs)) as pool:   # each started lab runs in its own process
-        reports = list(pool.map(lambda lab: collect(lab, timeout, quick=True), labs))
+        reports = list(pool.map(lambda lab: collect(lab, timeout, quick=True, reuse=not fresh), labs))
     render(reports, verbose=verbose)
+    reused = [r.labdir.id for r in reports if r.reused]
+    if reused:
+        print(f"Unchanged since their last run, shown again: {', '.join(reused)} (`status --fresh` runs them again).")
     return 0
