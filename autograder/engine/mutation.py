@@ -200,7 +200,12 @@ def run(paths: LabPaths, mutants: list[MachineMutant], jobs: int = 2, sandbox: s
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         records = list(pool.map(one, mutants))
-    (folder / "report.json").write_text(json.dumps(records, indent=1))
+    # the report holds the latest verdict of every mutant graded so far: a run of a few ids (a triage
+    # check) updates those and keeps the rest, so `--survivors` still finds the whole run's survivors
+    report = folder / "report.json"
+    kept = json.loads(report.read_text()) if report.exists() else []
+    graded = {r["id"] for r in records}
+    report.write_text(json.dumps([r for r in kept if r["id"] not in graded] + records, indent=1))
     return records
 
 

@@ -365,11 +365,12 @@ def call(student, context: str, target: str, *args, **kwargs):
         raise
 
 
-def layout(shape, stride, offset=0, extra=0, dtype="int64"):
-    """A layout with explicit strides on a storage just large enough (plus `extra` spare elements)."""
+def layout(shape, stride, offset=0, extra=0, dtype="int64", size=None):
+    """A layout with explicit strides on a storage just large enough (plus `extra` spare elements), or of
+    `size` elements (0: torch.empty(0)'s storage)."""
     needed = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
     return {"shape": list(shape), "stride": list(stride), "offset": offset,
-            "size": max(offset + needed, 1) + extra, "dtype": dtype}
+            "size": max(offset + needed, 1) + extra if size is None else size, "dtype": dtype}
 
 
 def contiguous_layout(shape, offset=0, extra=0, dtype="int64"):

@@ -23,6 +23,7 @@ FIXED = {
     "empty-far-away": ([12], [1], 0, [["as_strided", [0, 2], [100, 1], 50]]),
     "empty-offset-past-end": ([12], [1], 0, [["as_strided", [0, 2], [1, 1], 20]]),
     "empty-rows-at-the-end": ([12], [1], 0, [["as_strided", [2, 0], [3, 1], 11], ["as_strided", [3, 0], [5, 2], 13]]),
+    "empty-storage": ([0], [1], 0, [["as_strided", [0, 3], [3, 1], 0], ["as_strided", [4, 0], [1, 1], 2]]),
     "negative-stride": ([12], [1], 0, [["as_strided", [2, 2], [-1, 2], 4]]),
     "negative-offset": ([12], [1], 0, [["as_strided", [2, 2], [1, 1], -1]]),
     "length-mismatch": ([12], [1], 0, [["as_strided", [2, 2], [1], 0]]),
@@ -44,8 +45,9 @@ def test_fixed(student, name):
     shape, stride, offset, ops = FIXED[name]
     # no spare storage: the bounds checks are exact
     dtype = "float64" if name.startswith("contiguous") else "int64"  # a copy keeps the dtype
-    oracle.assert_with_companion(student, "as_strided", list(FIXED).index(name), oracle.layout(shape, stride, offset, dtype=dtype),
-                                 ops, fields=FIELDS, flags=True)
+    size = 0 if name == "empty-storage" else None   # torch.empty(0): a storage with no element at all
+    oracle.assert_with_companion(student, "as_strided", list(FIXED).index(name),
+                                 oracle.layout(shape, stride, offset, dtype=dtype, size=size), ops, fields=FIELDS, flags=True)
 
 
 @st.composite

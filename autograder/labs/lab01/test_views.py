@@ -37,6 +37,9 @@ FIXED = {
     "infer-wrong-numel": ([4, 3], [3, 1], 0, [["view", [5, 2]]]),
     "infer-indivisible": ([4, 3], [3, 1], 0, [["view", [5, -1]]]),
     "infer-reshape-error": ([4, 3], [1, 4], 0, [["reshape", [7, -1]]]),
+    # a 0 beside -1 with elements to place: no size fits (the division by the known 0 must not be tried)
+    "infer-beside-zero": ([4, 3], [3, 1], 0, [["view", [0, -1]]]),
+    "infer-beside-zero-reshape": ([4, 3], [1, 4], 0, [["reshape", [2, 0, -1]]]),
     # reshape: a view when possible, a copy otherwise
     "reshape-copies": ([4, 3], [1, 4], 2, [["reshape", [12]]]),
     "reshape-views": ([4, 3], [3, 1], 2, [["reshape", [2, -1]], ["reshape", [3, 4]]]),
