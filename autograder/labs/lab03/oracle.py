@@ -203,13 +203,14 @@ def mlp_params(seed, d, h, c, scale=0.5):
     return model_params(seed, d, h, c, "mlp", scale)
 
 
-def per_sample_grads(params, x, y, kind="mlp", frozen=()):
+def per_sample_grads(params, x, y, kind="mlp", frozen=(), loss="cross_entropy"):
     model = shared.mlp(params, kind, frozen)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     xt, yt = torch.tensor(x), torch.tensor(y)
+    loss_fn = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}[loss]
     per = {n: [] for n, _ in named}
     for b in range(len(x)):
-        loss = F.cross_entropy(model(xt[b:b + 1]), yt[b:b + 1])
+        loss = loss_fn(model(xt[b:b + 1]), yt[b:b + 1])
         for (n, _), g in zip(named, torch.autograd.grad(loss, [p for _, p in named]), strict=True):
             per[n].append(g)
     return {n: torch.stack(g).numpy() for n, g in per.items()}

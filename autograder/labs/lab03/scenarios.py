@@ -464,14 +464,18 @@ def mlp(params, kind="mlp", frozen=()):
     return model.eval() if kind == "batchnorm" else model
 
 
-def per_sample(sub, params, x, y, impl="vmap", kind="mlp", frozen=(), twice=False):
+LOSSES = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}  # class indices; targets shaped like the output
+
+
+def per_sample(sub, params, x, y, impl="vmap", kind="mlp", frozen=(), twice=False, loss="cross_entropy"):
     model = mlp(params, kind, frozen)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     fn = sub.per_sample_grads if impl == "vmap" else sub.per_sample_grads_loop
-    grads = fn(model, F.cross_entropy, _t(x), _t(y))
+    loss_fn = LOSSES[loss]
+    grads = fn(model, loss_fn, _t(x), _t(y))
     result = {"grads": {str(k): _np(v) for k, v in dict(grads).items()}}
     if twice:
-        result["grads2"] = {str(k): _np(v) for k, v in dict(fn(model, F.cross_entropy, _t(x), _t(y))).items()}
+        result["grads2"] = {str(k): _np(v) for k, v in dict(fn(model, loss_fn, _t(x), _t(y))).items()}
     result["grad_set"] = any(p.grad is not None for p in model.parameters())
     result["model_unchanged"] = all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     return result

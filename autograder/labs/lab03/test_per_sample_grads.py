@@ -24,12 +24,14 @@ def case(seed, batch, d, h, c, kind="mlp"):
     return params, x, y
 
 
-def check(student, params, x, y, impl="vmap", kind="mlp", frozen=(), twice=False):
-    got = student.run("per_sample", params, x, y, impl=impl, kind=kind, frozen=list(frozen), twice=twice)
+def check(student, params, x, y, impl="vmap", kind="mlp", frozen=(), twice=False, loss="cross_entropy"):
+    got = student.run("per_sample", params, x, y, impl=impl, kind=kind, frozen=list(frozen), twice=twice, loss=loss)
     got = oracle.reply(got, {"grads", "grad_set", "model_unchanged"}, "the per-sample gradients")
-    want = oracle.per_sample_grads(params, x, y, kind, frozen)
+    want = oracle.per_sample_grads(params, x, y, kind, frozen, loss)
     fn = "per_sample_grads" if impl == "vmap" else "per_sample_grads_loop"
     what = f"{fn} for a batch of {len(x)}" + (f" ({kind} model)" if kind != "mlp" else "")
+    if loss == "mse":
+        what += f" with F.mse_loss and targets of shape {tuple(np.shape(y))} (one row per sample)"
     if frozen:
         what += f" with frozen parameters {sorted(frozen)}"
     for key, label in (("grads", ""), ("grads2", ", called a second time")) if twice else (("grads", ""),):
@@ -75,6 +77,15 @@ def test_model_that_needs_the_batch_dim(student, impl):
     """The model ends in nn.Flatten(), which refuses a sample without its batch dim: inside grad, each
     sample goes through the model as a batch of one (unsqueeze(0)), as the notebook says."""
     check(student, *case(case_seed(13) % 2**16, 3, 4, 3, 3, "flatten"), impl=impl, kind="flatten")
+
+
+@pytest.mark.parametrize("impl", ["vmap", "loop"])
+def test_targets_with_their_own_dims(student, impl):
+    """A regression loss whose targets have a dim per sample: y[b:b+1] is (1, c), so inside grad the
+    target gets its batch dim back in front, as the sample does (unsqueeze(0)), not at the end."""
+    params, x, _ = case(case_seed(17) % 2**16, 4, 3, 4, 3)
+    y = np.random.default_rng(case_seed(18)).standard_normal((4, 3)).astype(np.float32)
+    check(student, params, x, y, impl=impl, loss="mse")
 
 
 def test_batch_of_one(student):
