@@ -215,7 +215,7 @@ def check_source(source, names, ops, what, floats=()):
 # -- generated graphs: each submission meets programs of its own (drawn from its grading seed) -------
 CONSTANTS = (0.5, 2.0, -3.0, 1.0, 0.25)
 SILU_OPS = ("silu_l", "silu_r", "silu_m", "silu_near", "sigmoid", "mul")
-FOLD_KINDS = ("bn", "bn", "bn_eps", "bn_noaffine", "bn_nostats", "relu_bn", "shared", "none")
+FOLD_KINDS = ("bn", "bn", "bn_eps", "bn_noaffine", "bn_nostats", "relu_bn", "module_bn", "shared", "none")
 
 
 def generated_program(rng, length, ops=tuple(shared.PROGRAM_OPS), repeat=0.0):

@@ -214,7 +214,9 @@ class Constants(nn.Module):
         c = b[..., None, 1:3].float()
         d = self.lin(x)[:, ::2]
         e = torch.where(x > 0.25, x, torch.zeros_like(x))
-        return {"c": c, "d": d - 1e-9, "e": (e / 7, None, "tag")}
+        f = x.clamp(min=float("-inf"), max=float("inf"))   # infinities are spelled in the generated code
+        g = f.to(device=torch.device("cpu")) + x.new_zeros(4, device=torch.device("cpu"))  # a device argument
+        return {"c": c, "d": d - 1e-9, "e": (e / 7, None, "tag"), "g": g}
 
 
 class Inner(nn.Module):
@@ -366,7 +368,8 @@ class FoldProgram(nn.Module):
     """A generated chain of conv blocks (P0 draws the spec, a dict with "cin" and "blocks"). Each block is a
     Conv2d (kernel, stride, dilation, groups, bias drawn) followed by one of: a BatchNorm2d ("bn"; "bn_eps",
     "bn_noaffine" variants), a BatchNorm2d without running statistics ("bn_nostats"), a ReLU and then a
-    BatchNorm2d ("relu_bn"), a BatchNorm2d whose conv output is also used again ("shared"), nothing ("none")."""
+    BatchNorm2d ("relu_bn"; "module_bn": the ReLU is an nn.ReLU module), a BatchNorm2d whose conv output is
+    also used again ("shared"), nothing ("none")."""
 
     def __init__(self, spec):
         super().__init__()
@@ -384,15 +387,18 @@ class FoldProgram(nn.Module):
             self.kinds.append(kind)
             c = b["cout"]
         self.convs, self.bns = nn.ModuleList(convs), nn.ModuleList(bns)
+        self.acts = nn.ModuleList(nn.ReLU() for _ in convs)   # called by "module_bn" blocks only
 
     def forward(self, x):
         outs = []
-        for conv, bn, kind in zip(self.convs, self.bns, self.kinds, strict=True):
+        for conv, bn, act, kind in zip(self.convs, self.bns, self.acts, self.kinds, strict=True):
             y = conv(x)
             if kind == "none":
                 x = y
             elif kind == "relu_bn":
                 x = bn(torch.relu(y))
+            elif kind == "module_bn":
+                x = bn(act(y))
             elif kind == "shared":
                 x = bn(y) + y
             else:
@@ -475,6 +481,27 @@ class ConvTwice(nn.Module):
         return self.bn_after_relu(torch.relu(b)) + b
 
 
+class SharedConv(nn.Module):
+    """A BatchNorm2d after a ReLU *module* first (a call_module that is not a conv: it stays, and the folds
+    after it still happen), then one conv module called at three places, each call followed by its own
+    BatchNorm2d: three folded copies of one conv, each under a name of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+        self.bn_after_act = nn.BatchNorm2d(3)
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.bns = nn.ModuleList(nn.BatchNorm2d(3) for _ in range(3))
+
+    def forward(self, x):
+        x = self.bn_after_act(self.act(x))
+        outs = []
+        for bn in self.bns:
+            x = bn(self.conv(x))
+            outs.append(x)
+        return outs[0] + outs[2], outs[1]
+
+
 class OddConvs(nn.Module):
     """No bias, affine=False, other eps, groups, stride, dilation."""
 
@@ -497,6 +524,7 @@ FOLD_MODELS = {
     "fold_shared_out": lambda seed: (_randomize_bn(SharedOut(), seed).eval(), (torch.randn(2, 3, 8, 8),)),
     "fold_conv_twice": lambda seed: (_randomize_bn(ConvTwice(), seed).eval(), (torch.randn(2, 4, 6, 6),)),
     "fold_odd": lambda seed: (_randomize_bn(OddConvs(), seed).eval(), (torch.randn(2, 4, 9, 9),)),
+    "fold_shared_conv": lambda seed: (_randomize_bn(SharedConv(), seed).eval(), (torch.randn(2, 3, 7, 7),)),
 }
 
 
@@ -610,7 +638,9 @@ class SiluNear(nn.Module):
         r = torch.sigmoid(y) * torch.sigmoid(y)
         t = (y + 0) * torch.sigmoid(y)         # a different node that happens to equal y
         u = y * torch.sigmoid(y)               # a real match
-        return p + q + r + t + u
+        v = y.add(y.sigmoid())                 # a method that is not a mul
+        w = y.mul(y.tanh())                    # a mul of a method that is not a sigmoid
+        return p + q + r + t + u + v + w
 
 
 class SiluMixed(nn.Module):
@@ -743,7 +773,8 @@ def _clean_tail(out, x):
     r1, r2 = x.abs(), x.abs()       # after the last barrier: these merge
     dead = (w - 1).sum()           # noqa: F841
     dead2 = torch.cat([x, w], dim=1)[:, ::2].relu()  # noqa: F841
-    return out, v1 + v2 + w + a1 * a2 + r1 * r2
+    picked = x[[0, 0]] * x[0, 0]   # a list index and a tuple index: two different reads, never merged
+    return out, v1 + v2 + w + a1 * a2 + r1 * r2 + picked.sum()
 
 
 class SiluHarness(nn.Module):
@@ -785,7 +816,7 @@ class ShapeHarness2(ShapeHarness):
         return self.inner(x, y), x.flatten()[1:], x.reshape(-1)[3:].view(1, -1), x[:0] * 2   # a size-0 value: 0 bytes
 
 
-FOLD_CHANNELS = {"resnet": 3, "fold_shared_out": 3, "fold_conv_twice": 4, "fold_odd": 4}
+FOLD_CHANNELS = {"resnet": 3, "fold_shared_out": 3, "fold_conv_twice": 4, "fold_odd": 4, "fold_shared_conv": 3}
 
 
 def harnessed(part, name, seed=0, program=None):
@@ -968,13 +999,20 @@ def fold(sub, name, seed=0, train=False, program=None):
         after = _flat(model(*inputs))
     result = {"outs": got, "eager_after": after, "modules": _module_kinds(out)}
     if train:
-        model2, _ = harnessed("fold", name, seed, program)
-        model2.train()
-        try:
-            sub.fold_conv_bn(torch.fx.symbolic_trace(model2))
-            result["train"] = {"error": "no error"}
-        except Exception as exc:  # noqa: BLE001
-            result["train"] = _error(exc)
+        # training anywhere is refused: the whole model, only the GraphModule's own flag, only one BatchNorm2d
+        for key in ("train", "train_root", "train_one_bn"):
+            model2, _ = harnessed("fold", name, seed, program)
+            model2.train(key == "train")
+            if key == "train_one_bn":
+                next(m for m in model2.modules() if isinstance(m, nn.BatchNorm2d)).train()
+            gm2 = torch.fx.symbolic_trace(model2)
+            if key == "train_root":
+                gm2.training = True
+            try:
+                sub.fold_conv_bn(gm2)
+                result[key] = {"error": "no error"}
+            except Exception as exc:  # noqa: BLE001
+                result[key] = _error(exc)
     return result
 
 

@@ -12,6 +12,7 @@ MODELS = {
     "fold_shared_out": "a model where one conv's output feeds its BN and a residual addition",
     "fold_conv_twice": "a model calling one conv module at two places (once before a BN) and a BN after a ReLU",
     "fold_odd": "convs without bias, with groups/stride/dilation, BNs with affine=False, other eps, no running stats",
+    "fold_shared_conv": "a model with a BN after an nn.ReLU module, then one conv module called three times, each call followed by its own BN",
 }
 SIDE = " (with Linear+BatchNorm1d and Conv1d+BatchNorm1d side paths)"
 
@@ -36,16 +37,21 @@ def test_fold(student, name):
     check_fold(student.run("fold", name), name)
 
 
+TRAINING = {"train": "a model in training mode (model.train())",
+            "train_root": "a GraphModule whose own flag says training (gm.training = True; its BNs in eval)",
+            "train_one_bn": "an eval model with one BatchNorm2d in training mode"}
+
+
 def test_training_mode_refused(student):
     got = check_fold(student.run("fold", "fold_conv_twice", 0, True), "fold_conv_twice")
-    err = replies.dict_of(got.get("train"), {"error"}, "fold_conv_bn in training mode")
-    assert err["error"] == "ValueError", (
-        f"fold_conv_bn on a model in training mode should raise ValueError, got {err['error']}")
+    for key, what in TRAINING.items():
+        err = replies.dict_of(got.get(key), {"error"}, f"fold_conv_bn on {what}")
+        assert err["error"] == "ValueError", f"fold_conv_bn on {what} should raise ValueError, got {err['error']}"
 
 def fold_text(spec):
     after = {"bn": "BatchNorm2d", "bn_eps": "BatchNorm2d(eps=0.1)", "bn_noaffine": "BatchNorm2d(affine=False)",
              "bn_nostats": "BatchNorm2d(track_running_stats=False)", "relu_bn": "ReLU, BatchNorm2d",
-             "shared": "BatchNorm2d(y) + y", "none": "nothing"}
+             "module_bn": "nn.ReLU module, BatchNorm2d", "shared": "BatchNorm2d(y) + y", "none": "nothing"}
     blocks = [f"Conv2d(-> {b['cout']}, k={b['k']}, stride={b['stride']}, dilation={b['dil']}, groups={b['groups']}, "
               f"bias={b['bias']}) then {after[b['kind']]}" for b in spec["blocks"]]
     return f"a generated chain on {spec['cin']} input channels: " + "; ".join(blocks) + " (a ReLU between blocks)"

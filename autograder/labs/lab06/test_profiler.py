@@ -4,6 +4,7 @@ graph (edited without recompiling, so calling the GraphModule gives another answ
 given in initial_env (that node must not run), totals that contain the node times, and a summary that
 agrees with the report it was given. The matmul's share on the heavy model is recorded, informational."""
 import math
+import time
 
 import numpy as np
 
@@ -19,7 +20,9 @@ KEYS = {"nodes", "total", "runs", "outs", "summary", "is_interpreter", "graph_no
 def run_profile(student, name, runs, top=5, edit=True, inject=4, program=None):
     """Every call also runs ProfilingInterpreter once with node `inject` given in initial_env, and checks it:
     the node counts must come from the learner's run_node, whichever way the report was made."""
+    started = time.perf_counter()   # P0's own clock around the whole call: no honest 'total' exceeds it
     got = replies.dict_of(student.run("profile", name, 0, runs, top, edit, inject, program), KEYS, "the profile scenario")
+    got["elapsed_in_p0"] = time.perf_counter() - started
     check_injected(got, name, inject, edit, program)
     model = f"the '{name}' model" if program is None else f"the generated program {oracle.program_text(program)}"
     what = f"profile_graph(gm, ..., runs={runs}) on {model}"
@@ -65,6 +68,9 @@ def check_structure(student, name, runs, program=None, inject=4):
     assert total > 0 and summed <= total * (1 + 1e-9) + 1e-9, (
         f"{what}: the node times are measured inside the runs, so their sum ({summed:.6f} s) cannot exceed 'total' "
         f"({total:.6f} s), the time measured around the runs")
+    assert total <= got["elapsed_in_p0"], (
+        f"{what}: 'total' ({total:.6f} s) is longer than the whole call took ({got['elapsed_in_p0']:.6f} s, timed by the "
+        "grader): measure it as perf_counter() after the runs minus perf_counter() before them")
 
 
 @pytest.mark.weight(2)

@@ -11,7 +11,8 @@ MODELS = {
     "silu_none": "a graph without the pattern (x * tanh(x), a lone sigmoid)",
     "silu_one": "x * torch.sigmoid(x)",
     "silu_many": "four matches: sigmoid(h) * h, torch.mul(h, h.sigmoid()), g.sigmoid() * g inside a product, x * sigmoid(x) in a .mul",
-    "silu_near": "near misses (x * sigmoid(y), a sigmoid with another user, sigmoid(y) * sigmoid(y), (y + 0) * sigmoid(y)) and one match",
+    "silu_near": "near misses (x * sigmoid(y), a sigmoid with another user, sigmoid(y) * sigmoid(y), (y + 0) * sigmoid(y), "
+                 "y.add(y.sigmoid()), y.mul(y.tanh())) and one match",
     "silu_mixed": "three matches in a loop, each next to a sigmoid of the same value kept for later",
 }
 
