@@ -83,6 +83,8 @@ def _randomize_bn(model, seed):
             if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)) and m.track_running_stats:
                 m.running_mean.copy_(torch.rand(m.num_features, generator=g) - 0.5)
                 m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_var[0] = 1e-3   # a nearly dead channel, as trained nets have: there eps matters
                 if m.affine:
                     m.weight.copy_(torch.rand(m.num_features, generator=g) + 0.5)
                     m.bias.copy_(torch.rand(m.num_features, generator=g) - 0.5)
@@ -491,7 +493,7 @@ class SharedConv(nn.Module):
         self.act = nn.ReLU()
         self.bn_after_act = nn.BatchNorm2d(3)
         self.conv = nn.Conv2d(3, 3, 3, padding=1)
-        self.bns = nn.ModuleList(nn.BatchNorm2d(3) for _ in range(3))
+        self.bns = nn.ModuleList(nn.BatchNorm2d(3, eps=eps) for eps in (1e-5, 0.1, 0.5))
 
     def forward(self, x):
         x = self.bn_after_act(self.act(x))

@@ -12,7 +12,7 @@ MODELS = {
     "fold_shared_out": "a model where one conv's output feeds its BN and a residual addition",
     "fold_conv_twice": "a model calling one conv module at two places (once before a BN) and a BN after a ReLU",
     "fold_odd": "convs without bias, with groups/stride/dilation, BNs with affine=False, other eps, no running stats",
-    "fold_shared_conv": "a model with a BN after an nn.ReLU module, then one conv module called three times, each call followed by its own BN",
+    "fold_shared_conv": "a model with a BN after an nn.ReLU module, then one conv module called three times, each call followed by its own BN (eps 1e-5, 0.1, 0.5)",
 }
 SIDE = " (with Linear+BatchNorm1d and Conv1d+BatchNorm1d side paths)"
 
