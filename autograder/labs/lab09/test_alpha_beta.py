@@ -91,7 +91,7 @@ def test_bad_input(student):
     and in the same call, good input answers."""
     rng = case_rng(630)
     sizes, seconds = timings(rng)
-    bad = [(sizes, seconds[:-1]), ([64, 64, 64], [1e-4, 1.1e-4, 0.9e-4]), ([-8] + sizes[1:], seconds),
+    bad = [(sizes, seconds[:-1]), ([64, 64, 64], [1e-4, 1.1e-4, 0.9e-4]), ([-8] + sizes[1:], seconds), ([-1] + sizes[1:], seconds),
            (sizes, [0.0] + seconds[1:]), (sizes, seconds[:-1] + [float("inf")]), (sizes, [-1e-5] + seconds[1:]),
            (sizes, seconds[:-1] + [float("nan")])]
     got = fits(student, bad + [(sizes, seconds)])

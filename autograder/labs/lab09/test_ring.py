@@ -132,12 +132,17 @@ def test_large_all_reduce(student, referee):
 
 @pytest.mark.parametrize("world", [3])
 def test_error_needs_every_rank(student, referee, world):
-    """ring_all_gather with a sizes list of the wrong length: ValueError on every rank; then a good call."""
+    """ring_all_gather with a sizes list of the wrong length, or a negative size in another rank's entry:
+    ValueError on every rank; then a good call."""
     rng = case_rng(995)
     chunks = [draws.wide(rng, (2,)) for _ in range(world)]
     bad = Case("all_gather", chunks, expect_error=True, sizes=[2] * (world + 1))
+    seat = _seat(996, world)
+    negative = [2] * world
+    negative[seat] = -1          # the referee's entry: the learner's ranks must refuse it before sending
+    also_bad = Case("all_gather", chunks, expect_error=True, sizes=negative)
     good = Case("all_gather", [draws.wide(rng, (int(rng.integers(1, 5)),)) for _ in range(world)])
-    play(student, referee, world, _seat(996, world), [bad, good], case_seed(997)).check()
+    play(student, referee, world, seat, [bad, also_bad, good], case_seed(997)).check()
 
 
 def test_subgroup(student, referee):

@@ -71,7 +71,7 @@ def test_reduce_sum_every_root(student, referee):
 
 
 def test_reduce_ops_and_worlds(student, referee):
-    """PRODUCT, MIN and MAX with a NaN that must propagate, int64; three ranks; a transposed tensor."""
+    """PRODUCT, MIN and MAX with a NaN that must propagate, int64; three and two ranks; a transposed tensor."""
     rng = case_rng(840)
     seat = _seat(841, 4)
     cases = [Case("reduce", draws.per_rank(rng, 4, (50,), "float32", "product"), op="product", root=draws.deep_root(rng, 4, seat)),
@@ -83,6 +83,9 @@ def test_reduce_ops_and_worlds(student, referee):
     cases3 = [Case("reduce", draws.per_rank(rng, 3, (int(rng.integers(100, 300)),), "float32"), op="sum", root=int(rng.integers(3))),
               Case("reduce", draws.per_rank(rng, 3, (), "float32"), op="sum", root=int(rng.integers(3)))]
     play(student, referee, 3, _seat(843, 3), cases3, case_seed(844)).check()
+    seat2 = _seat(845, 2)   # a world of two, the learner's rank the root: it must receive the referee's values
+    cases2 = [Case("reduce", draws.per_rank(rng, 2, (int(rng.integers(5, 40)),), "float32"), op="sum", root=1 - seat2)]
+    play(student, referee, 2, seat2, cases2, case_seed(846)).check()
 
 
 def test_bad_root_and_op(student, referee):
