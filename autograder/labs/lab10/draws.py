@@ -92,8 +92,12 @@ def in_group(arrays: list[dict], group: list[int], world: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------- zero
-def zero(rng, world: int, n_small: bool = False) -> tuple[dict, list[dict]]:
-    if n_small:
+def zero(rng, world: int, n_small: bool = False, dtype: str = "float32", single: bool = False) -> tuple[dict, list[dict]]:
+    """ZeroAdamW's parameters (several shapes; n_small: fewer elements than ranks; single: one parameter
+    whose size the world does not divide), gradients per rank and step, one missing gradient."""
+    if single:
+        shapes = [(int(world * rng.integers(1, 4) + rng.integers(1, world)),)] if world > 1 else [(3,)]
+    elif n_small:
         shapes = [(), (int(rng.integers(1, world)),)] if world > 2 else [()]
     else:
         shapes = []
@@ -103,14 +107,14 @@ def zero(rng, world: int, n_small: bool = False) -> tuple[dict, list[dict]]:
     none = [[int(rng.integers(steps)), int(rng.integers(len(shapes)))]]
     spec = {"shapes": [list(s) for s in shapes], "steps": steps, "lr": float(rng.uniform(0.01, 0.1)),
             "betas": [float(rng.uniform(0.8, 0.95)), float(rng.uniform(0.9, 0.999))],
-            "eps": float(10.0 ** rng.uniform(-8, -6)), "wd": float(rng.uniform(0.0, 0.2)), "none": none}
-    init = {f"init{i}": _f(rng, *s) for i, s in enumerate(shapes)}
+            "eps": float(10.0 ** rng.uniform(-8, -6)), "wd": float(rng.uniform(0.0, 0.2)), "none": none, "dtype": dtype}
+    init = {f"init{i}": _f(rng, *s).astype(dtype) for i, s in enumerate(shapes)}
     arrays = []
     for _ in range(world):
         a = dict(init)
         for s in range(steps):
             for i, shape in enumerate(shapes):
-                a[f"g{s}_{i}"] = _f(rng, *shape, scale=float(10.0 ** rng.uniform(-2, 1)))
+                a[f"g{s}_{i}"] = _f(rng, *shape, scale=float(10.0 ** rng.uniform(-2, 1))).astype(dtype)
         arrays.append(a)
     return spec, arrays
 

@@ -17,12 +17,13 @@ from autograder.labs.lab10.world import expect_close, play, referee  # noqa: F40
 def test_plan_buckets(student):
     rng = case_rng(1000)
     fixed = [([4, 4, 4, 4], 8, None), ([4, 4, 4, 4], 8, 4), ([100, 1, 1], 10, None), ([1, 100, 1], 10, None), ([], 10, None),
-             ([0, 0, 0], 1, None), ([5], 5, None), ([3, 3, 3], 3, 100), ([8, 8], 4, 1)]
+             ([0, 0, 0], 1, None), ([5], 5, None), ([3, 3, 3], 3, 100), ([8, 8], 4, 1), ([5, 4, 3, 8], 8, None)]
     drawn = []
     for _ in range(12):
         sizes = [int(s) for s in rng.integers(0, 64, int(rng.integers(1, 12)))]
         drawn.append((sizes, int(rng.integers(1, 160)), None if rng.integers(2) else int(rng.integers(1, 80))))
-    bad = [([4, 4], 0, None), ([4, 4], -int(rng.integers(1, 9)), None), ([4, 4], 8, 0), ([4, -1 - int(rng.integers(5)), 4], 8, None)]
+    bad = [([4, 4], 0, None), ([4, 4], -int(rng.integers(1, 9)), None), ([4, 4], 8, 0), ([4, 4], 0, 4), ([4, -1, 4], 8, None),
+           ([4, -1 - int(rng.integers(5)), 4], 8, None)]
     cases = fixed + drawn + bad
     got = replies.list_of(student.run("lab10.scenarios:buckets", cases), "plan_buckets results", len(cases))
     for k, ((sizes, cap, first), reply) in enumerate(zip(cases[:len(fixed) + len(drawn)], got[:len(fixed) + len(drawn)], strict=True)):

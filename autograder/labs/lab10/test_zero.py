@@ -23,7 +23,7 @@ def test_shard_bounds(student):
     good = [(10, 4), (2, 4), (0, 3), (7, 1), (12, 3), (5, 5), (1, 6)]
     assert len(good) == FIXED
     good += [(int(rng.integers(0, 3000)), int(rng.integers(1, 17))) for _ in range(12)]
-    bad = [(5, 0), (-int(rng.integers(1, 9)), 3), (int(rng.integers(1, 50)), -int(rng.integers(1, 4)))]
+    bad = [(5, 0), (-1, 2), (-int(rng.integers(1, 9)), 3), (int(rng.integers(1, 50)), -int(rng.integers(1, 4)))]
     got = replies.list_of(student.run("lab10.scenarios:bounds", good + bad), "shard_bounds results", len(good) + len(bad))
     for k, ((n, world), reply) in enumerate(zip(good, got[:len(good)], strict=True)):
         want = oracle.shard_bounds(n, world)
@@ -57,6 +57,9 @@ def check(student, referee, what, world, seat, spec, arrays, group=None):
                 f"(elements {lo}:{hi} of {want['bounds'][-1]}), got " + (f"shape {have.shape}" if isinstance(have, np.ndarray)
                                                                        else type(have).__name__))
             expect_close(have, value, f"{what}: rank {g}'s {name}", atol=1e-6)
+            dtype = spec.get("dtype", "float32")
+            assert have.dtype == np.dtype(dtype), (
+                f"{what}: rank {g}'s {name} should be {dtype}, the parameters' dtype, got {have.dtype}")
         assert got.get("cleared") is True, f"{what}: rank {g}'s zero_grad() should set every .grad to None"
     if seat is not None and seat in members:
         outcome.need_referee()
@@ -73,6 +76,14 @@ def test_sharded_adamw(student, referee):
         spec, arrays = draws.zero(rng, world)
         check(student, referee, f"ZeroAdamW on {world} ranks, parameters of shapes {spec['shapes']}", world,
               draws.seat(rng, world), spec, arrays)
+
+
+def test_one_float64_parameter(student, referee):
+    """A single float64 parameter (a size the world does not divide): the state keeps the parameters' dtype."""
+    rng = case_rng(1130)
+    spec, arrays = draws.zero(rng, 3, dtype="float64", single=True)
+    check(student, referee, f"ZeroAdamW on 3 ranks, one float64 parameter of shape {tuple(spec['shapes'][0])}", 3,
+          draws.seat(rng, 3), spec, arrays)
 
 
 def test_fewer_elements_than_ranks_and_subgroups(student, referee):
