@@ -72,6 +72,10 @@ def check_rewrite(student, name):
     original = getattr(oracle, name.replace("_fixed", ""))
     probes = [x_for(seed, (3, 7), shift) for seed, shift in [(20, 1.0), (21, -1.0), (22, 0.0)]]
     probes.append(np.zeros_like(probes[0]))  # a branch's condition right at its edge (a sum of exactly 0)
+    for value in (0.5, -0.5):                # just either side of it: one entry, a sum (and sum of sines) within 1 of 0
+        near = np.zeros_like(probes[0])
+        near[0, 0] = value
+        probes.append(near)
     for seed, shift in [(20, 1.0), (21, -1.0), (22, 0.0)]:
         x = x_for(seed, (3, 7), shift)
         got = replies.dict_of(student.run("fixed", name, x), set(), f"torch.compile({name}, fullgraph=True)")
