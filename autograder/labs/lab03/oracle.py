@@ -210,8 +210,8 @@ def per_sample_grads(params, x, y, kind="mlp", frozen=(), loss="cross_entropy"):
     loss_fn = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}[loss]
     per = {n: [] for n, _ in named}
     for b in range(len(x)):
-        loss = loss_fn(model(xt[b:b + 1]), yt[b:b + 1])
-        for (n, _), g in zip(named, torch.autograd.grad(loss, [p for _, p in named]), strict=True):
+        value = loss_fn(model(xt[b:b + 1]), yt[b:b + 1])
+        for (n, _), g in zip(named, torch.autograd.grad(value, [p for _, p in named]), strict=True):
             per[n].append(g)
     return {n: torch.stack(g).numpy() for n, g in per.items()}
 
