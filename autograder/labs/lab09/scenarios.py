@@ -70,7 +70,7 @@ def _call(sub, case, group):
     return {"ret": _out(ret), "tensor": _out(t)}
 
 
-def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks):
+def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks, emit):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
@@ -83,13 +83,12 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks):
         store.set_timeout(patience)
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=delta)
     group = dist.new_group(group_ranks) if group_ranks else None    # every rank calls it, members or not
-    results = []
     try:
         for case in cases:
             try:
-                results.append(_call(sub, case, group))
+                emit("case", _call(sub, case, group))
             except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
-                results.append({"error": type(exc).__name__[:80], "message": str(exc)[:200]})
+                emit("case", {"error": type(exc).__name__[:80], "message": str(exc)[:200]})
                 if not case.get("expect_error"):
                     break
     finally:
@@ -99,7 +98,6 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks):
             while int(store.add("done", 0)) < world and time.monotonic() < deadline:
                 time.sleep(0.005)
         dist.destroy_process_group()
-    return results
 
 
 def world(sub, port, world, seat, cases, timeout, group=None):
@@ -111,12 +109,15 @@ def world(sub, port, world, seat, cases, timeout, group=None):
         pid = os.fork()
         if pid == 0:
             os.close(read)
-            try:
-                answer = _rank(sub, rank, world, port, folder, cases[key], timeout, group)
-            except BaseException as exc:  # noqa: BLE001
-                answer = {"error": type(exc).__name__[:80], "message": str(exc)[:200]}
-            with os.fdopen(write, "wb") as f:
-                f.write(pickle.dumps(answer))
+            with os.fdopen(write, "wb", buffering=0) as pipe:
+                def emit(tag, value):   # one frame per finished case: a rank that hangs later keeps what it did
+                    data = pickle.dumps((tag, value))
+                    pipe.write(len(data).to_bytes(8, "little") + data)
+                try:
+                    _rank(sub, rank, world, port, folder, cases[key], timeout, group, emit)
+                    emit("done", None)
+                except BaseException as exc:  # noqa: BLE001
+                    emit("error", {"error": type(exc).__name__[:80], "message": str(exc)[:200]})
             os._exit(0)
         os.close(write)
         children[read] = (rank, pid, [])
@@ -136,12 +137,33 @@ def world(sub, port, world, seat, cases, timeout, group=None):
             os.kill(pid, 9)
         os.close(fd)
         os.waitpid(pid, 0)
-        try:
-            replies[str(rank)] = pickle.loads(b"".join(chunks))
-        except Exception:  # noqa: BLE001
-            replies[str(rank)] = {"error": "Timeout" if fd in open_fds else "Crash",
-                                  "message": "the rank did not finish" if fd in open_fds else "the rank died"}
+        replies[str(rank)] = _answer(b"".join(chunks), fd in open_fds)
     return replies
+
+
+def _answer(data, killed):
+    """A rank's frames -> its per-case results; a rank that stopped early ends with its error, so the
+    failure is reported against the case it was in (before any case: the error alone)."""
+    results, end, at = [], None, 0
+    try:
+        while at + 8 <= len(data):
+            n = int.from_bytes(data[at:at + 8], "little")
+            if at + 8 + n > len(data):
+                break
+            tag, value = pickle.loads(data[at + 8:at + 8 + n])
+            at += 8 + n
+            if tag == "case":
+                results.append(value)
+            else:
+                end = (tag, value)
+                break
+    except Exception:  # noqa: BLE001 - a frame that does not decode ends the record
+        pass
+    if end is not None and end[0] == "done":
+        return results
+    error = end[1] if end is not None else {"error": "Timeout" if killed else "Crash",
+                                            "message": "the rank did not finish" if killed else "the rank died"}
+    return results + [error] if results else error
 
 
 def _each(cases, fn):

@@ -174,7 +174,8 @@ def verdicts(cases, models, reply, received, learner, seat, group=None) -> list[
                 continue
             if "error" in got:
                 stalled = got["error"] in STALLED
-                problems.append(f"{what}: rank {g} raised {got['error']}" + (STALLED_HINT if stalled else f": {got.get('message', '')}"))
+                said = "did not finish (Timeout)" if got["error"] == "Timeout" else f"raised {got['error']}"
+                problems.append(f"{what}: rank {g} {said}" + (STALLED_HINT if stalled else f": {got.get('message', '')}"))
                 continue
             problems += _compare(what, g, case, got, m.values[g])
         if seat is not None and not case.expect_error:
