@@ -359,6 +359,7 @@ def plan(sub, case, with_backward, spec=None):
 OPS = {
     # name: (function of tensors, number of tensor inputs, input shapes, domain of the inputs)
     "add": (lambda a, b: a + b, [[5, 7], [5, 7]]), "sub_alpha": (lambda a, b: torch.sub(a, b, alpha=2.5), [[4, 6], [4, 6]]),
+    "add_alpha": (lambda a, b: torch.add(a, b, alpha=-0.75), [[5, 4], [5, 4]]),
     "mul_scalar": (lambda a: a * 0.3, [[9]]), "div": (lambda a, b: a / b, [[3, 8], [3, 8]]),
     "neg": (lambda a: -a, [[6, 2]]), "exp": (lambda a: torch.exp(a), [[7, 5]]), "log": (lambda a: torch.log(a), [[8, 3]]),
     "sqrt": (lambda a: torch.sqrt(a), [[10]]), "rsqrt": (lambda a: torch.rsqrt(a), [[4, 4]]),
