@@ -295,8 +295,11 @@ def checkpointed(params, x, seed, p_drop=0.25, mode="plain", rng_seed=None):
     def block2(inp):
         return net[4](net[3](inp))
 
-    def ckpt(fn, inp, state=None):
-        return SpecCheckpoint.apply(fn, torch.get_rng_state() if state is None else state, inp)
+    def block2x(inp, idx, scale):
+        return block2(inp * scale)[:, idx]
+
+    def ckpt(fn, inp, state=None, extra=()):
+        return SpecCheckpoint.apply(fn, torch.get_rng_state() if state is None else state, inp, *extra)
 
     torch.manual_seed(seed)
     if mode == "given_rng":
@@ -307,6 +310,8 @@ def checkpointed(params, x, seed, p_drop=0.25, mode="plain", rng_seed=None):
         hidden = ckpt(block2, ckpt(block1, xt, given))
     elif mode == "no_input_grad":
         hidden = block2(ckpt(block1, xt))
+    elif mode == "extra_args":
+        hidden = ckpt(block2x, ckpt(block1, xt), extra=shared.extra_args(seed, net[3].out_features))
     else:
         hidden = ckpt(block2, ckpt(block1, xt))
     loss = _loss(net[5](hidden))

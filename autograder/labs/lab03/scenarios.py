@@ -565,11 +565,18 @@ def offload(sub, params, x, seed, p_drop=0.25, mutate=None):
             "stored": stored}
 
 
+def extra_args(seed, h):
+    """A column permutation (int64: it cannot require grad) and a float scale that does not."""
+    idx = torch.randperm(h, generator=torch.Generator().manual_seed(seed))
+    return idx, 0.5 + torch.arange(h, dtype=torch.float32) / h
+
+
 def checkpointed(sub, params, x, seed, p_drop=0.25, mode="plain", rng_seed=None):
     """Two checkpointed blocks (dropout inside the first) and a plain last layer.
     mode="plain": as is; "mutate": block 1's weights change in place after the forward;
     "no_input_grad": x does not require grad (only block 1 is checkpointed);
-    "given_rng": block 1 gets the rng state of torch.manual_seed(rng_seed), not the current one."""
+    "given_rng": block 1 gets the rng state of torch.manual_seed(rng_seed), not the current one;
+    "extra_args": block 2 also takes an int64 column permutation and a float scale that needs no grad."""
     net = hooks_net(params, p_drop)
     base_grads = _baseline(net, x, seed)
 
@@ -578,6 +585,9 @@ def checkpointed(sub, params, x, seed, p_drop=0.25, mode="plain", rng_seed=None)
 
     def block2(inp):
         return net[4](net[3](inp))
+
+    def block2x(inp, idx, scale):
+        return block2(inp * scale)[:, idx]
 
     xt = _t(x, mode != "no_input_grad")
     torch.manual_seed(seed)
@@ -589,6 +599,9 @@ def checkpointed(sub, params, x, seed, p_drop=0.25, mode="plain", rng_seed=None)
         hidden = sub.checkpoint(block2, sub.Checkpoint.apply(block1, given, xt))
     elif mode == "no_input_grad":
         hidden = block2(sub.checkpoint(block1, xt))
+    elif mode == "extra_args":
+        idx, scale = extra_args(seed, net[3].out_features)
+        hidden = sub.checkpoint(block2x, sub.checkpoint(block1, xt), idx, scale)
     else:
         hidden = sub.checkpoint(block2, sub.checkpoint(block1, xt))
     loss = _loss(net[5](hidden))

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder.engine import replies
+from autograder.engine.plugin import case_seed
 from autograder.labs.lab03 import oracle
 
 D, H, C, B = 16, 48, 4, 8
@@ -160,6 +161,15 @@ def test_checkpoint_replays_the_given_rng_state(student):
     oracle.grads_close(got["grads"], want,
                        "with Checkpoint.apply(run_fn, rng_state, x) given another rng state than the current one "
                        "(backward must replay the rng_state it was given)")
+
+
+@pytest.mark.weight(2)
+def test_checkpoint_with_index_and_constant_args(student):
+    """Arguments that need no gradient keep their flag in the recompute: an int64 index cannot require grad."""
+    got, want = run_checkpoint(student, case_seed(31) % (1 << 16), mode="extra_args")
+    oracle.grads_close(got["grads"], want,
+                       "with a checkpointed block given an int64 index tensor and a float tensor that needs no grad "
+                       "besides its input (checkpoint(lambda h, idx, scale: block(h * scale)[:, idx], h, idx, scale))")
 
 
 def test_checkpoint_leaves_random_stream_alone(student):
