@@ -540,6 +540,19 @@ def backend_recompile(sub):
     return {"outs": outs, "dynamic_outs": dynamic_outs, "int_outs": int_outs}
 
 
+def backend_cancelling_sum(sub, x, w):
+    """torch.compile((x * w).sum(-1), backend=fusing_backend) on P0's rows: the output only."""
+    no_inductor()
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(lambda a, b: (a * b).sum(-1), backend=sub.fusing_backend, dynamic=False)
+        return _np(compiled(_t(x), _t(w)))
+    except Exception as exc:  # noqa: BLE001
+        return _error(exc)
+    finally:
+        torch._dynamo.reset()
+
+
 # -- part speed --------------------------------------------------------------------------------------
 CHAINS = {
     "x*sigmoid(x) + sin(y)": lambda x, y: x * torch.sigmoid(x) + y.sin(),

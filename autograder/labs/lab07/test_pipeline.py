@@ -17,6 +17,37 @@ FUSE_CASES = ["chain", "bias_gelu", "log_softmax", "layernormish", "masked", "mm
 _fused = {}
 
 
+@pytest.mark.weight(2)
+def test_compiled_sum_runs_the_fused_kernel(student):
+    """A backend that hands Dynamo back an unfused graph computes every value eager does: only the lab's own rule
+    tells them apart. The fused kernel accumulates a sum in double, so on rows whose terms cancel (1e8 first,
+    -1e8 last, small integers between) it returns the exact sum; eager PyTorch's float32 sum drops the small
+    terms that meet the large ones. P0 draws the rows from the grading seed and keeps only rows on which eager
+    is off by at least 4."""
+    rng = case_rng(73)
+    n = int(rng.integers(3000, 9000))
+    for _ in range(100):
+        x = rng.integers(1, 4, (3, n)).astype(np.float32)
+        x[:, 0], x[:, -1] = 1e8, -1e8
+        w = np.ones(n, np.float32)
+        w[1:-1] = rng.integers(1, 3, n - 2)
+        exact = (x.astype(np.float64) * w).sum(-1)
+        eager = (torch.from_numpy(x) * torch.from_numpy(w)).sum(-1).double().numpy()
+        if np.abs(eager - exact).min() >= 4:
+            break
+    else:
+        raise RuntimeError("no rows on which eager's float32 sum is off by 4 or more were found")
+    what = (f"torch.compile(lambda a, b: (a * b).sum(-1), backend=fusing_backend) on rows of {n} terms that cancel "
+            f"(1e8 first, -1e8 last, small integers between)")
+    got = student.run("backend_cancelling_sum", x, w)
+    assert not isinstance(got, dict) or "error" not in got, f"{what} failed: {got.get('error')}: {str(got.get('message'))[:300]}"
+    got = replies.array(got, f"{what}: the output", shape=(3,))
+    off = np.abs(got.astype(np.float64) - exact)
+    assert np.all(off < 0.5), (
+        f"{what}: the compiled sum is off the exact sum by up to {off.max():.0f}, as eager PyTorch's float32 sum is; "
+        f"your fused kernel accumulates in double and gets it exactly: is the compiled function running your kernels?")
+
+
 def fused_ok(student, clean_room, case):
     """The kernel check of one case, once per module (values through the backend earn nothing without it)."""
     if case not in _fused:
