@@ -5,9 +5,10 @@ method (a class defined in a notebook cell exists only in the notebook's own pro
 spawned rather than forked). The figures only lay out numbers the notebook measured.
 
 record_layout(path)                  the zip records of a checkpoint: name, offset of its data, size
-draw_layout(records, title)          those records as a strip of the file, data records highlighted
+draw_layout(records, total, title)   those records as a strip of the file, data records highlighted
 Probe                                a dataset that records which worker made each item, and when
-draw_loader_timeline(items, got)     per worker, when it made each batch; below, when the loop received it
+draw_loader_timeline(batches, received, t0, title)
+                                     per worker, when it made each batch; above, when the loop received it
 """
 import os
 import struct
