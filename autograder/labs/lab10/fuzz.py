@@ -13,13 +13,15 @@
 * worlds of 1 to 4 gloo ranks: BucketedDDP's gradients and parameters after SGD steps (with no_sync
   accumulation) == torch's DistributedDataParallel's; ZeroAdamW's parameters == torch.optim.AdamW's on the
   averaged gradients; a chain of ShardedLinears trained with SGD == the slices of nn.Linears trained on
-  the whole batch; the tensor-parallel MLP == the dense block, forward and backward; run_stage's
+  the whole batch, and those nn.Linears == the same layers under torch's FSDP2 (`fully_shard` on a CPU
+  mesh) trained on each rank's own batch; the tensor-parallel MLP == the dense block, forward and backward; run_stage's
   gradients == the whole model's.
 
     run(40)    # CI: a few seconds          run(400)   # make fuzz
 """
 from __future__ import annotations
 
+import copy
 import functools
 
 import numpy as np
@@ -107,8 +109,14 @@ def _world_program(specs):
         import torch.distributed as dist
         import torch.nn.functional as F
         from torch import nn
+        import warnings
+
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        warnings.filterwarnings("ignore", message=".*returned a view tensor")   # an nn.Linear of a 3-d input
         ref = reference()
         rank, world = dist.get_rank(), dist.get_world_size()
+        mesh = init_device_mesh("cpu", (world,))
         out = []
         for spec in specs:
             rng = np.random.default_rng(spec["seed"])
@@ -163,6 +171,13 @@ def _world_program(specs):
                             layer.bias.copy_(b)
                 opt = torch.optim.SGD([layer.shard for layer in mine], lr=0.1)
                 ref_opt = torch.optim.SGD([q for layer in dense for q in layer.parameters()], lr=0.1)
+                # torch's FSDP2 on the same layers: the dense oracle must agree with it too
+                fsdp2 = nn.Sequential(*[m for d in dense for m in (copy.deepcopy(d), nn.Tanh())][:-1])
+                for layer in fsdp2:
+                    if isinstance(layer, nn.Linear):
+                        fully_shard(layer, mesh=mesh)
+                fully_shard(fsdp2, mesh=mesh)
+                fsdp2_opt = torch.optim.SGD(fsdp2.parameters(), lr=0.1)
                 for step in range(2):
                     xs = [torch.from_numpy(rng.standard_normal((2, 3, widths[0])).astype(np.float32)) for _ in range(world)]
                     for layers, optimizer, batches in ((mine, opt, [xs[rank]]), (dense, ref_opt, xs)):
@@ -174,6 +189,11 @@ def _world_program(specs):
                                 h = torch.tanh(h) if k < len(layers) - 1 else h
                             (h.square().mean() / len(batches)).backward()
                         optimizer.step()
+                    fsdp2_opt.zero_grad()
+                    fsdp2(xs[rank]).square().mean().backward()     # FSDP2 averages the gradients over ranks
+                    fsdp2_opt.step()
+                full = [q.full_tensor().detach().reshape(-1) for q in fsdp2.parameters()]
+                out += [torch.cat(full), torch.cat([q.detach().reshape(-1) for d in dense for q in d.parameters()])]
                 for layer, d in zip(mine, dense, strict=True):
                     flat = torch.cat([q.detach().reshape(-1) for q in d.parameters()])
                     c = layer.shard.numel()
@@ -208,6 +228,9 @@ def _check_world(specs, world, results) -> None:
                 mine, theirs = got.pop(0), got.pop(0)
                 assert np.allclose(mine, theirs, rtol=1e-5, atol=1e-6), f"{what}: ZeroAdamW differs from torch.optim.AdamW"
             elif spec["kind"] == "fsdp":
+                fsdp2, dense = got.pop(0), got.pop(0)
+                assert np.allclose(fsdp2, dense, rtol=1e-5, atol=1e-5), \
+                    f"{what}: torch's FSDP2 (fully_shard) trained on each rank's batch differs from nn.Linear trained on the whole batch"
                 for k in range(len(spec["widths"]) - 1):
                     mine, theirs = got.pop(0), got.pop(0)
                     assert np.allclose(mine, theirs, rtol=1e-5, atol=1e-5), \
