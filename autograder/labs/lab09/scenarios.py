@@ -12,6 +12,7 @@ P0 compares them, and what its referee received, with its own model; nothing her
 was computed.
 """
 import datetime
+import io
 import os
 import pickle
 import select
@@ -110,9 +111,8 @@ def world(sub, port, world, seat, cases, timeout, group=None):
         if pid == 0:
             os.close(read)
             with os.fdopen(write, "wb", buffering=0) as pipe:
-                def emit(tag, value):   # one frame per finished case: a rank that hangs later keeps what it did
-                    data = pickle.dumps((tag, value))
-                    pipe.write(len(data).to_bytes(8, "little") + data)
+                def emit(tag, value):   # one pickle per finished case: a rank that hangs later keeps what it did
+                    pickle.dump((tag, value), pipe)
                 try:
                     _rank(sub, rank, world, port, folder, cases[key], timeout, group, emit)
                     emit("done", None)
@@ -142,22 +142,17 @@ def world(sub, port, world, seat, cases, timeout, group=None):
 
 
 def _answer(data, killed):
-    """A rank's frames -> its per-case results; a rank that stopped early ends with its error, so the
-    failure is reported against the case it was in (before any case: the error alone)."""
-    results, end, at = [], None, 0
+    """A rank's pickles, one after another -> its per-case results; a rank that stopped early ends with its
+    error, so the failure is reported against the case it was in (before any case: the error alone)."""
+    results, end, stream = [], None, io.BytesIO(data)
     try:
-        while at + 8 <= len(data):
-            n = int.from_bytes(data[at:at + 8], "little")
-            if at + 8 + n > len(data):
-                break
-            tag, value = pickle.loads(data[at + 8:at + 8 + n])
-            at += 8 + n
+        while end is None:
+            tag, value = pickle.load(stream)
             if tag == "case":
                 results.append(value)
             else:
                 end = (tag, value)
-                break
-    except Exception:  # noqa: BLE001 - a frame that does not decode ends the record
+    except Exception:  # noqa: BLE001 - the end of the stream, or a pickle cut short by a killed rank
         pass
     if end is not None and end[0] == "done":
         return results

@@ -14,8 +14,8 @@
   accumulation) == torch's DistributedDataParallel's; ZeroAdamW's parameters == torch.optim.AdamW's on the
   averaged gradients; a chain of ShardedLinears trained with SGD == the slices of nn.Linears trained on
   the whole batch, and those nn.Linears == the same layers under torch's FSDP2 (`fully_shard` on a CPU
-  mesh) trained on each rank's own batch; the tensor-parallel MLP == the dense block, forward and backward; run_stage's
-  gradients == the whole model's.
+  mesh) trained on each rank's own batch; the tensor-parallel MLP == the dense block, forward and
+  backward; run_stage's gradients == the whole model's.
 
     run(40)    # CI: a few seconds          run(400)   # make fuzz
 """
