@@ -32,37 +32,29 @@ _live: set[int] = set()  # workers started by this process and not yet terminate
 NOBODY = 65534
 UID_BASE, UID_COUNT = 420000, 4096  # one unprivileged uid per grading run, leased from this range
 _uid: int | None = None
+_lease: int | None = None   # the open, flocked lease file of _uid
 
 
 def grading_uid() -> int:
     """This grading run's own unprivileged uid (no passwd entry needed): per-uid limits such as
     RLIMIT_NPROC are then this submission's alone, and concurrent gradings cannot starve each other.
-    Leased with an O_EXCL file under build/sandbox/uids; a lease whose owner died is taken over."""
-    global _uid
+    Leased with an exclusive flock on a file under build/sandbox/uids, held by an open descriptor (not
+    inherited across exec): the kernel releases it when the process dies, so no stale lease is ever taken
+    over by two gradings at once."""
+    global _uid, _lease
     if _uid is not None:
         return _uid
-    import atexit
+    import fcntl
     folder = build_dir("sandbox", "uids")
     for uid in range(UID_BASE, UID_BASE + UID_COUNT):
-        lease = folder / str(uid)
-        for _ in range(2):
-            try:
-                fd = os.open(lease, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    owner = int(lease.read_text() or 0)
-                    os.kill(owner, 0)
-                    break  # held by a live grading
-                except (ValueError, ProcessLookupError, FileNotFoundError):
-                    lease.unlink(missing_ok=True)  # stale: its owner is gone
-                    continue
-                except PermissionError:
-                    break
-            os.write(fd, str(os.getpid()).encode())
+        fd = os.open(folder / str(uid), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by a live grading
             os.close(fd)
-            _uid = uid
-            atexit.register(lambda: lease.unlink(missing_ok=True))
-            return uid
+            continue
+        _lease, _uid = fd, uid
+        return uid
     return NOBODY  # every lease taken: share nobody rather than fail
 
 
