@@ -10,7 +10,10 @@ cannot start, `pipeline.run_graders` runs a plain subprocess; IPT_P0_FORK=0 turn
 
 Protocol, one JSON line each way: {"args", "cwd", "env", "log", "rc", "preload"} -> {"pid"}. `preload` names a
 lab's heavy modules (its lab.toml `preload`, e.g. torch._dynamo: about 2 s): the server imports them before it
-forks, once, and every later grading of that lab (or another) inherits them. The child (a process
+forks, once, and every later grading of that lab (or another) inherits them. A preloaded module may define
+`warm_p0()`: the server calls it once, after the import, to fill the module's caches with what the graders
+compute identically for every submission (lab07: P0's AOTAutograd traces of its fixed cases); the caches
+hold P0's own results only, never anything a learner's code returned. The child (a process
 group of its own, so a timeout kills it and whatever it started) runs pytest in a grandchild, waits for it
 and writes its exit status and CPU seconds to the file `rc`; the caller watches the pid and reads `rc`.
 CPU accounting: the runs are not the caller's children, so `cpu_seconds()` sums what they reported; at exit
@@ -81,14 +84,22 @@ def _child(job: dict) -> None:
 
 def serve() -> None:
     import importlib
+
+    from labkit.quickexit import at_exit_skip_final_gc
+    at_exit_skip_final_gc()
     for name in PRELOAD:
         importlib.import_module(name)
     print("ready", flush=True)
+    warmed = set()
     for line in sys.stdin:
         job = json.loads(line)
         for name in job.get("preload", ()):  # a lab's heavy modules, imported here once for all its gradings
             try:
-                importlib.import_module(name)
+                module = importlib.import_module(name)
+                if name not in warmed:  # and what they compute the same way for every grading (see the docstring)
+                    warmed.add(name)
+                    if callable(getattr(module, "warm_p0", None)):
+                        module.warm_p0()
             except Exception:  # noqa: BLE001 - the grading imports it again and reports what fails
                 pass
         pid = os.fork()

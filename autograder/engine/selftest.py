@@ -208,7 +208,8 @@ def start_probe(paths: LabPaths, module: str, call: str, env: dict | None = None
     beside the gradings; `probe_result` collects it. The call prints `PROBE-CASES <n>`."""
     if not (paths.hidden / f"{module}.py").exists():
         return None
-    code = f"from autograder.labs.{paths.lab} import {module}; print('PROBE-CASES', {module}.{call})"
+    code = (f"from labkit.quickexit import at_exit_skip_final_gc; at_exit_skip_final_gc(); "
+            f"from autograder.labs.{paths.lab} import {module}; print('PROBE-CASES', {module}.{call})")
     env = {**os.environ, **project_env(), **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "labs")])}
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

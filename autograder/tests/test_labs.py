@@ -71,7 +71,7 @@ def _public_tests(paths, notebook) -> tuple[int, str]:
     import sys
     env = {**os.environ, "LABKIT_NOTEBOOK": str(notebook)}
     proc = subprocess.run([sys.executable, "-m", "pytest", str(paths.public_tests), "-q", "-p", "no:cacheprovider",
-                           "--no-header", "-rN"], cwd=paths.release_dir, env=env, capture_output=True, text=True, timeout=600)
+                           "--no-header", "-rN", "--tb=native"], cwd=paths.release_dir, env=env, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from labkit.labs import find_lab
 from labkit.notebook import NotebookError, assemble, load_module, read_notebook
+from labkit.quickexit import at_exit_skip_final_gc
 
 __all__ = ["lab", "pytest_configure", "pytest_collection_finish", "pytest_unconfigure", "LabNamespace", "MissingName", "use_namespace"]
 
@@ -108,6 +109,7 @@ def lab(request) -> LabNamespace:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "weight(w): weight of a test within its part (used by the graders)")
+    at_exit_skip_final_gc()  # a `pytest labs/...` process that imported torch ends most of a second sooner
 
 
 def pytest_collection_finish(session) -> None:

@@ -13,10 +13,12 @@ from pathlib import Path
 from labkit.labs import lab_dir
 from labkit.learner import denied_modules, learner_module
 from labkit.notebook import NotebookError, lab_info, read_notebook
+from labkit.quickexit import at_exit_skip_final_gc
 from labkit.runner import run_part
 
 
 def main(argv: list[str]) -> int:
+    at_exit_skip_final_gc()
     labdir, out, parts = lab_dir(Path(argv[0])), Path(argv[1]), argv[2:]
 
     def emit(record: dict) -> None:
