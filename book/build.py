@@ -321,20 +321,10 @@ def write_config() -> None:
 
 
 # --------------------------------------------------------------------------- build
-# An IPython startup file of the build's own IPYTHONDIR: each kernel that executes a course notebook ends with
-# gc.freeze(), so that Python's final garbage collection passes over the objects torch, Dynamo and Inductor
-# left alive (2-3 s per kernel here, of 6-15 s per notebook; see labs/labkit/quickexit.py).
-KERNEL_STARTUP = "import atexit as _atexit, gc as _gc\n_atexit.register(_gc.freeze)\ndel _atexit, _gc\n"
-
-
 def build_env() -> dict[str, str]:
     env = dict(os.environ)
     tmp = BUILD / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    startup = BUILD / "ipython" / "profile_default" / "startup" / "00-quick-exit.py"
-    startup.parent.mkdir(parents=True, exist_ok=True)
-    if not startup.is_file() or startup.read_text() != KERNEL_STARTUP:
-        startup.write_text(KERNEL_STARTUP)
     env.update({
         "OMP_NUM_THREADS": "1",
         "TMPDIR": str(tmp),
@@ -347,11 +337,20 @@ def build_env() -> dict[str, str]:
     return env
 
 
+# Each course notebook runs in a kernel of its own, which the build stops once the last cell has replied. By default
+# nbclient asks the kernel to shut down and waits for it to exit: 1.3-2.5 s here per notebook (of 6-20 s), most of
+# it Python tearing down the objects torch, Dynamo and Inductor made. Every output has arrived by then, so the
+# build ends the kernel at once instead (nbclient's `shutdown_kernel = "immediate"`; myst-nb has no option for it,
+# so the trait's default is set before Jupyter Book starts). Checked on the notebooks that start processes
+# (Inductor, DataLoader workers, process groups): none outlives its kernel.
+KERNEL_SHUTDOWN = "import nbclient; nbclient.NotebookClient.shutdown_kernel.default_value = 'immediate'; "
+
+
 def run_jupyter_book(strict: bool) -> None:
     for sub in ("html", ".doctrees", "jupyter_execute"):
         if (OUTPUT / sub).exists():
             shutil.rmtree(OUTPUT / sub)
-    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+    cmd = [sys.executable, "-c", KERNEL_SHUTDOWN + "from jupyter_book.cli.main import main; main()",
            "build", str(SRC), "--path-output", str(BOOK), "--builder", "html", "--all"]
     if strict:
         cmd += ["-W", "--keep-going"]
