@@ -74,11 +74,15 @@ def chromium() -> str:
 
 
 _lab_summaries: list[str] = []
+_unit_seconds: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    """Collect each lab's selftest summary (sent as a user property, so it crosses from the workers)."""
+    """Collect each lab's selftest summary (sent as a user property, so it crosses from the workers) and the
+    seconds each work unit took (setup, call and teardown of its tests)."""
     _lab_summaries.extend(value for key, value in report.user_properties if key == "selftest summary")
+    unit = _unit(report.nodeid)
+    _unit_seconds[unit] = _unit_seconds.get(unit, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -86,6 +90,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("lab selftests (quick)")
         for line in sorted(set(_lab_summaries)):
             terminalreporter.write_line(line)
+    if _unit_seconds:
+        # CI's time budget, unit by unit: what a worker spent on each (the workers run side by side)
+        total = sum(_unit_seconds.values())
+        terminalreporter.section(f"seconds per work unit ({total:.0f} s in all)")
+        for unit, seconds in sorted(_unit_seconds.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:5.1f} %  {unit}")
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK_BUILD_TIMEOUT_S = 900

@@ -54,8 +54,8 @@ def test_every_part_has_public_and_hidden_tests(paths):
 
 @pytest.mark.parametrize("paths", LABS, ids=[p.lab for p in LABS])
 def test_selftest(paths, capsys, record_property):
-    """CI's proof of each lab (quick: a fixed sample of hand-written and machine mutants, two adversarial
-    attempts against their twins, a small fuzz budget); `make selftest` and `make mutation` run everything."""
+    """CI's proof of each lab (quick: a fixed sample of hand-written and machine mutants, one adversarial
+    attempt against its twin, a small fuzz budget); `make selftest` and `make mutation` run everything."""
     code = selftest.run(paths, jobs=2, quick=True)
     out = capsys.readouterr().out
     # each lab's figures in CI's log: conftest prints them in the terminal summary
