@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 LAB    ?=
 SUB    ?=
 J      ?= 2
-TEST_J ?= 2   # pytest-xdist workers for `make test` (0: one process)
+TEST_J ?= 3   # pytest-xdist workers for `make test` (0: one process); 3 on 2 cores: many units wait (timeouts, ranks, kernels)
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export OMP_NUM_THREADS ?= 1

@@ -14,7 +14,7 @@ import pytest
 
 collect_ignore = ["toylab"]  # the toy lab's graders run inside the grading engine, not as tests of the suite
 
-# Work units for `pytest -n 2` (pytest-xdist): a test file runs whole on one worker (its module fixtures are
+# Work units for `pytest -n 3` (pytest-xdist): a test file runs whole on one worker (its module fixtures are
 # built once), except test_labs, whose tests go by lab; the two files that read the book build share a unit,
 # so the book is built once. The longest units start first, so no long one is left for the end.
 BOOK_FILES = {"test_book.py", "test_course_notebooks.py"}

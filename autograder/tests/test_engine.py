@@ -332,8 +332,9 @@ def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, ca
     assert out.count("FAIL") == 1
 
 
-def test_an_attempt_scoring_above_its_honest_twin_fails_the_selftest(toy, capsys):
+def test_an_attempt_scoring_above_its_honest_twin_fails_the_selftest(toy, capsys, monkeypatch):
     from autograder.engine import selftest
+    monkeypatch.setattr(selftest, "QUICK_ATTEMPTS", 2)  # both attempts below, in quick mode
     attempts = toy.hidden / "adversarial.toml"
     attempts.write_text('''
 [[attempt]]
