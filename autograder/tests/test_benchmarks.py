@@ -61,9 +61,16 @@ def test_lab09_benchmark_prints_its_ratios():
 
 
 def test_lab10_benchmark_prints_its_ratio():
-    """A small MLP, two rounds, one world of two ranks: both DDPs' gradients are compared before anything is timed."""
-    proc = bench("lab10", "--width", "32", "--layers", "2", "--rounds", "2", "--repeats", "1", "--cap-mib", "0.004")
+    """A small MLP, two rounds, one world of two ranks: both DDPs' gradients are compared before anything is timed.
+    Then FSDP's parameter memory at two and three ranks: each rank's peak is its shards plus one whole layer."""
+    proc = bench("lab10", "--width", "32", "--layers", "3", "--rounds", "2", "--repeats", "1", "--cap-mib", "0.004",
+                 "--memory-worlds", "2", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(proc.stdout)
     found = re.search(r"^W=2: DDP step time ours/torch: median (\d+\.\d\d)", proc.stdout, re.M)
     assert found and float(found.group(1)) > 0, f"no ratio line in:\n{proc.stdout}"
+    rows = re.findall(r"^ ?(\d) +(\d+\.\d) +(\d+\.\d) +(\d+\.\d) +(\d+\.\d\d) +(\d+\.\d)$", proc.stdout, re.M)
+    assert [r[0] for r in rows] == ["2", "3"], f"expected a memory row for W=2 and W=3 in:\n{proc.stdout}"
+    for world, stored, peak, dense, _, expected in rows:
+        assert float(stored) < float(peak) == float(expected) < float(dense), (world, stored, peak, dense, expected)
+    assert "peak parameter memory per rank: at W=3" in proc.stdout, proc.stdout
