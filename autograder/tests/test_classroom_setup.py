@@ -34,23 +34,47 @@ def setup_commands(tmp_path: Path, local_wheel: bool, makefile: Path = REPO / "M
     return log.read_text().splitlines()
 
 
+def installer(tmp_path: Path, makefile: Path) -> str:
+    """How the recipe installs: the instructor's setup through uv (parallel, bytecode compiled on every core), the
+    learner's through pip (it honours a learner's own pip configuration)."""
+    if makefile == REPO / "Makefile":
+        return f"-m uv pip install -q --compile-bytecode --python {tmp_path / 'python'}"
+    return "-m pip install -q"
+
+
 @pytest.mark.parametrize("makefile", [REPO / "Makefile", REPO / "autograder" / "authoring" / "student" / "Makefile"],
                          ids=["instructor", "student"])
 def test_setup_on_an_ordinary_linux_machine_uses_the_cpu_index(tmp_path, makefile):
     if platform.system() != "Linux":
         pytest.skip("the Linux path")
     calls = setup_commands(tmp_path, local_wheel=False, makefile=makefile)
+    install = installer(tmp_path, makefile)
     torch = [c for c in calls if "torch==2.13.0" in c or "requirements-torch" in c]
-    assert torch[0] == "-m pip download -q --no-deps --no-index torch==2.13.0 -d build/wheels", calls
-    assert torch[1] == f"-m pip install -q torch==2.13.0 --index-url {CPU_INDEX}", calls
+    assert torch[0].startswith("-m pip download -q --no-deps --no-index torch==2.13.0 -d build/wheels"), calls
+    assert torch[1] == f"{install} torch==2.13.0 --index-url {CPU_INDEX}", calls
     assert len(torch) == 2, "torch must not be asked for again without the CPU index"
-    assert calls.index(torch[1]) < calls.index("-m pip install -q -r requirements.txt")
+    assert calls.index(torch[1]) < calls.index(f"{install} -r requirements.txt")
 
 
 def test_setup_here_takes_the_local_wheel_without_any_index(tmp_path):
     calls = setup_commands(tmp_path, local_wheel=True)
     assert not [c for c in calls if "--index-url" in c], calls
-    assert "-m pip install -q --find-links build/wheels torch==2.13.0" in calls, calls
+    assert f"{installer(tmp_path, REPO / 'Makefile')} build/wheels/torch/*.whl" in calls, calls
+
+
+def test_setup_falls_back_to_pip_without_uv(tmp_path):
+    """Where uv cannot be installed (no index that has it), pip installs the same things."""
+    log = tmp_path / "pip.log"
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PY.format(log=log, no_index_status=1).replace(
+        'exit 0\n', 'case " $* " in *" uv"*) exit 1;; esac\nexit 0\n'))
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-s", "-B", "setup", f"PYTHON={fake}", f"PY={fake}", f"STAMP={tmp_path / 'stamp'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = log.read_text().splitlines()
+    assert "-m pip install -q -r requirements.txt" in calls and not [c for c in calls if c.startswith("-m uv pip")], calls
+    assert "pip installs instead" in proc.stdout
 
 
 def test_setup_keeps_an_existing_venv(tmp_path):
