@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--n", type=int, default=1 << 22, help="elements per tensor (default 4M)")
     parser.add_argument("--no-inductor", action="store_true", help="skip Inductor")
     parser.add_argument("--no-blocks", action="store_true", help="skip the five real blocks")
+    parser.add_argument("--no-block-inductor", action="store_true", help="skip Inductor on the real blocks only")
     parser.add_argument("--block-rounds", type=int, default=None, help="interleaved rounds per block (default: --rounds)")
     args = parser.parse_args(argv)
 
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
     if not args.no_inductor:
         print(f"speed vs inductor: {geomean([r['vs_inductor'] for r in rows]):.2f}")
     if not args.no_blocks:
-        blocks(ref, args.block_rounds or args.rounds, not args.no_inductor)
+        blocks(ref, args.block_rounds or args.rounds, not (args.no_inductor or args.no_block_inductor))
     return 0
 
 

@@ -21,20 +21,14 @@ def test_an_unknown_lab_gets_the_list_of_benchmarks():
 
 
 def test_lab07_benchmark_prints_its_ratios():
-    proc = bench("lab07", "--rounds", "3", "--n", str(1 << 18), "--no-blocks")
+    """One run (CI's time): the chains small, against eager and Inductor; then the five real blocks (inference
+    and a training step), small and against eager only. `make bench LAB=lab07` runs both in full."""
+    proc = bench("lab07", "--rounds", "3", "--n", str(1 << 18), "--block-rounds", "3", "--no-block-inductor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(proc.stdout)
     for label in ("speedup vs eager", "speed vs inductor"):
         found = re.search(rf"^{label}: (\d+\.\d\d)$", proc.stdout, re.M)
         assert found and float(found.group(1)) > 0, f"no '{label}: X.XX' line in:\n{proc.stdout}"
-
-
-def test_lab07_benchmark_prints_ratios_on_real_blocks():
-    """The five real blocks (inference and a training step), small and without Inductor to keep CI short;
-    `make bench LAB=lab07` runs them in full against eager and Inductor."""
-    proc = bench("lab07", "--rounds", "1", "--n", "4096", "--no-inductor", "--block-rounds", "3")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    print(proc.stdout)
     block_lines = re.findall(r"^  .+ (?:inference|training) .+ vs eager: \d+\.\d\d", proc.stdout, re.M)
     assert len(block_lines) == 10, f"expected 5 blocks x (inference, training) ratio lines in:\n{proc.stdout}"
     found = re.search(r"^real blocks, speedup vs eager: (\d+\.\d\d) \(lowest (\d+\.\d\d)\)$", proc.stdout, re.M)
