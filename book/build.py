@@ -22,7 +22,8 @@
 4. Build with Jupyter Book 1 into ``book/_build/html``. Course notebooks are executed
    (``execute_notebooks: force``); a failing cell fails the build (``nb_execution_raise_on_error``),
    and so does any Sphinx warning (``-W --keep-going``; ``--no-strict`` relaxes that). Lab
-   handouts are shown, never executed: their stubs raise ``NotImplementedError``.
+   handouts are shown, never executed: their stubs raise ``NotImplementedError``. Each notebook's kernel is a
+   fresh process forked from a zygote that has imported torch (``book/warm_kernel.py``; Linux only).
 
 Exit status is non-zero on any failure.
 """
@@ -30,6 +31,7 @@ Exit status is non-zero on any failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -37,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -346,6 +349,37 @@ def build_env() -> dict[str, str]:
 KERNEL_SHUTDOWN = "import nbclient; nbclient.NotebookClient.shutdown_kernel.default_value = 'immediate'; "
 
 
+@contextlib.contextmanager
+def warm_kernels(env: dict[str, str]):
+    """Start book/warm_kernel.py's zygote and point the `python3` kernelspec at it (through JUPYTER_PATH in env):
+    every notebook still runs in a fresh process of its own, forked after torch is imported instead of importing
+    it again. Where that is not available (no pidfd: not Linux), or IPT_BOOK_COLD_KERNELS=1, kernels start cold."""
+    sys.path.insert(0, str(BOOK))
+    import warm_kernel
+    if not warm_kernel.available() or env.get("IPT_BOOK_COLD_KERNELS") == "1":
+        yield
+        return
+    folder = BUILD / "book-kernels"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "zygote.sock"
+    if len(str(path)) > 100:  # a Unix socket's path has at most 107 bytes
+        path = Path(tempfile.mkdtemp(prefix="ipt-book-")) / "zygote.sock"
+    zygote = subprocess.Popen([sys.executable, str(BOOK / "warm_kernel.py"), "serve", str(path)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        if zygote.stdout.readline().strip() != "ready":
+            log("warm kernels: the zygote did not start; kernels start cold")
+            yield
+            return
+        warm_kernel.kernelspec(folder, sys.executable, str(path))
+        env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(folder), env.get("JUPYTER_PATH", "")) if p)
+        log("kernels fork from a zygote that has imported torch (book/warm_kernel.py)")
+        yield
+    finally:
+        zygote.kill()
+        zygote.wait()
+
+
 def run_jupyter_book(strict: bool) -> None:
     for sub in ("html", ".doctrees", "jupyter_execute"):
         if (OUTPUT / sub).exists():
@@ -355,7 +389,9 @@ def run_jupyter_book(strict: bool) -> None:
     if strict:
         cmd += ["-W", "--keep-going"]
     log("running jupyter-book" + (" (warnings are errors)" if strict else ""))
-    result = subprocess.run(cmd, cwd=ROOT, env=build_env())
+    env = build_env()
+    with warm_kernels(env):
+        result = subprocess.run(cmd, cwd=ROOT, env=env)
     if result.returncode != 0:
         raise BuildError(f"jupyter-book failed with exit status {result.returncode}; "
                          "see the messages above")

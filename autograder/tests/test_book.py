@@ -10,6 +10,7 @@ Without Chromium the browser checks skip, except under CI (the CI variable set),
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -303,3 +304,57 @@ def test_browser_search_works_offline(book, chromium, tmp_path):
     errors = [e for e in errors if not ("Failed to fetch" in e and "searchtools.js" in e)]
     assert not errors, errors[:3]
     assert re.search(r'<ul class="search"[^>]*>\s*<li', dom), "searching 'stride' from file:// found no page"
+
+
+# --------------------------------------------------------------------------- warm kernels
+PROBE = """
+import json, os, random, signal, subprocess, sys
+import matplotlib
+print(json.dumps({"cwd": os.getcwd(), "argv0": os.path.basename(sys.argv[0]), "path0": sys.path[0],
+                  "sigchld_default": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL,
+                  "subprocess": subprocess.run(["true"]).returncode, "backend": matplotlib.get_backend(),
+                  "probe": os.environ.get("IPT_PROBE"), "random": random.random(), "pid": os.getpid(),
+                  "torch_preloaded": "torch" in sys.modules}))
+"""
+
+
+def test_warm_kernels_behave_as_fresh_ones(tmp_path, monkeypatch):
+    """book/warm_kernel.py: a notebook's kernel forked from the zygote starts where and as a fresh ipykernel does
+    (its folder, its environment, ipykernel_launcher's argv, the inline backend, default SIGCHLD, its own random
+    seed), and it is gone once Jupyter has killed it."""
+    import time
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    sys.path.insert(0, str(ROOT / "book"))
+    import build
+    import warm_kernel
+    if not warm_kernel.available():
+        pytest.skip("warm kernels need Linux's pidfd")
+    monkeypatch.setattr(build, "BUILD", tmp_path / "build")
+    env = dict(os.environ)
+    seen = []
+    with build.warm_kernels(env):
+        assert "JUPYTER_PATH" in env, "the zygote did not start"
+        monkeypatch.setenv("JUPYTER_PATH", env["JUPYTER_PATH"])
+        monkeypatch.setenv("IPT_PROBE", "passed through")
+        for k in range(2):
+            folder = tmp_path / f"nb{k}"
+            folder.mkdir()
+            nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+            NotebookClient(nb, kernel_name="python3", timeout=120, shutdown_kernel="immediate",
+                           resources={"metadata": {"path": str(folder)}}).execute()
+            seen.append((folder, json.loads(nb.cells[0].outputs[0]["text"])))
+        deadline = time.monotonic() + 10   # the zygote reaps its kernels: a killed one leaves /proc
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{got['pid']}") for _, got in seen):
+            time.sleep(0.1)
+        alive = [got["pid"] for _, got in seen if os.path.exists(f"/proc/{got['pid']}")]
+    assert not alive, "a kernel outlived Jupyter's kill"
+    for folder, got in seen:
+        assert got["torch_preloaded"], "the kernel did not come from the zygote"
+        assert got["cwd"] == got["path0"] == str(folder), got
+        assert got["argv0"] == "ipykernel_launcher.py" and got["probe"] == "passed through", got
+        assert got["sigchld_default"] and got["subprocess"] == 0, got
+        assert "inline" in got["backend"], got
+    assert seen[0][1]["random"] != seen[1][1]["random"], "forked kernels share Python's random seed"
