@@ -41,12 +41,15 @@ $(STAMP): requirements.txt requirements-torch.txt
 	@# uv installs in parallel and compiles the bytecode on both cores (a fresh setup here: ~75 s, with pip ~130 s);
 	@# where uv cannot be installed, pip runs the same steps.
 	$(PY) -m pip install -q $(UV_PIN) || echo "setup: uv could not be installed; pip installs instead (slower)"
-	@# a torch wheel pip already has locally (a course machine's wheel folder) is installed from that very file;
-	@# otherwise PyTorch's CPU index on Linux (the public index would bring the CUDA build), PyPI on macOS
+	@# torch: kept when 2.13.0 is installed (a rerun must not reinstall it under running processes); else a wheel pip
+	@# already has locally (a course machine's wheel folder) is installed from that very file; else PyTorch's CPU
+	@# index on Linux (the public index would bring the CUDA build), PyPI on macOS
 	install="$(PY) -m pip install -q"; \
 	if $(PY) -m uv --version >/dev/null 2>&1; then install="$(PY) -m uv pip install -q --compile-bytecode --python $(PY)"; fi; \
 	rm -rf build/wheels/torch; \
-	if $(PY) -m pip download -q --no-deps --no-index $(TORCH_PIN) -d build/wheels/torch >/dev/null 2>&1; then \
+	if $(PY) -c "import importlib.metadata as m, sys; sys.exit(not m.version('torch').startswith('2.13.0'))" 2>/dev/null; then \
+	  echo "setup: torch 2.13.0 is installed"; \
+	elif $(PY) -m pip download -q --no-deps --no-index $(TORCH_PIN) -d build/wheels/torch >/dev/null 2>&1; then \
 	  $$install build/wheels/torch/*.whl; \
 	elif [ "$$(uname -s)" = Linux ]; then $$install $(TORCH_PIN) --index-url $(TORCH_CPU_INDEX); \
 	else $$install -r requirements-torch.txt; fi && \

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 FAKE_PY = """#!/usr/bin/env bash
 echo "$*" >> "{log}"
+case " $* " in *"importlib.metadata"*) exit 1;; esac
 case " $* " in *" --no-index "*) exit {no_index_status};; esac
 exit 0
 """
@@ -77,6 +78,20 @@ def test_setup_falls_back_to_pip_without_uv(tmp_path):
     assert "pip installs instead" in proc.stdout
 
 
+def test_setup_keeps_an_installed_torch(tmp_path):
+    """A rerun (requirements changed) must not reinstall torch 2.13.0 under the processes that are using it."""
+    log = tmp_path / "pip.log"
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PY.format(log=log, no_index_status=0).replace('*"importlib.metadata"*) exit 1', '*"importlib.metadata"*) exit 0'))
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-s", "-B", "setup", f"PYTHON={fake}", f"PY={fake}", f"STAMP={tmp_path / 'stamp'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = log.read_text().splitlines()
+    assert not [c for c in calls if "torch==2.13.0" in c or "torch/" in c], calls
+    assert [c for c in calls if c.endswith("-r requirements.txt")], calls
+
+
 def test_setup_keeps_an_existing_venv(tmp_path):
     """Setup reruns when requirements change; it must not re-create the venv (another python3.11 on PATH, a
     fresh shell's /usr/bin one, would rewrite pyvenv.cfg under the installed packages and break them)."""
@@ -92,8 +107,16 @@ def test_pip_finds_torch_without_an_index_here(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_make_grade_without_lab_says_what_to_type():
-    proc = subprocess.run(["make", "-s", "grade", "STAMP=/dev/null"], cwd=REPO, capture_output=True, text=True, timeout=120)
+def fresh_stamp(tmp_path: Path) -> str:
+    """A setup stamp newer than the requirements: make runs the target without the setup recipe (which would
+    reinstall into the venv that the rest of the suite is running from)."""
+    stamp = tmp_path / "stamp"
+    stamp.touch()
+    return f"STAMP={stamp}"
+
+
+def test_make_grade_without_lab_says_what_to_type(tmp_path):
+    proc = subprocess.run(["make", "-s", "grade", fresh_stamp(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "make grade LAB=lab01" in proc.stdout + proc.stderr
 
 
@@ -103,6 +126,6 @@ def test_make_book_without_npm_names_the_prerequisite(tmp_path):
     for tool in ("bash", "sh", "env", "grep", "sed", "expand"):
         if shutil.which(tool):
             (bindir / tool).symlink_to(shutil.which(tool))
-    proc = subprocess.run([shutil.which("make"), "-s", "book", "STAMP=/dev/null"], cwd=REPO, capture_output=True,
+    proc = subprocess.run([shutil.which("make"), "-s", "book", fresh_stamp(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PATH": str(bindir)})
     assert proc.returncode == 2 and "needs npm" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
