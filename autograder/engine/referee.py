@@ -42,6 +42,18 @@ TRUSTED = "autograder.labs."   # role modules live in the course's own labs, nev
 STORE_TIMEOUT = 30.0            # seconds: the rendezvous through the referee's store (a busy machine starts ranks late)
 
 
+def busy_timeout(base: float, most: float = 4.0) -> float:
+    """A world's per-operation timeout: `base` seconds on an idle machine, scaled up by the run queue per core
+    (1-minute load average / cores, at most `most` times) so that an honest rank starved of CPU on a busy machine
+    is not taken for one that waits for a message that never comes. Only a world that hangs pays it; a timeout
+    decides no score that an honest program could lose on an idle machine."""
+    try:
+        per_core = os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    except OSError:
+        per_core = 1.0
+    return round(base * min(most, max(1.0, per_core)), 1)
+
+
 # -- the referee process (the zygote and its children) ----------------------------------------------
 class Context:
     """What a role gets: the job (P0's dict) and P0's arrays, its seat in a world of `world` ranks, the

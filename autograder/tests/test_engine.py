@@ -510,3 +510,15 @@ def test_learner_exception_type_names_are_cut_like_messages():
     reply = replies.error_reply({"error": long_name, "message": "x" * 5000}, "a case")
     assert len(reply["error"]) <= 83 and len(reply["message"]) <= 300
     assert replies.error_reply({"error": "ValueError", "message": "bad"}, "a case")["error"] == "ValueError"
+
+
+def test_world_timeouts_grow_with_the_run_queue_and_no_further(monkeypatch):
+    """engine.referee.busy_timeout: the base on an idle machine, scaled by the load per core on a busy one
+    (an honest rank starved of CPU is not a hanging one), capped at four times the base."""
+    import os
+
+    from autograder.engine.referee import busy_timeout
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    for load, want in ((0.0, 4.0), (cores * 1.0, 4.0), (cores * 2.5, 10.0), (cores * 50.0, 16.0)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert busy_timeout(4.0) == want, (load, busy_timeout(4.0))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autograder.engine.referee import Job, Referee, referee_fixture
+from autograder.engine.referee import Job, Referee, busy_timeout, referee_fixture
 from autograder.labs.lab09 import model
 
 # errors of a world that stopped: a rank waited for a message that never came, or a peer went away
@@ -26,7 +26,8 @@ STALLED = ("RuntimeError", "DistError", "DistNetworkError", "DistBackendError", 
 STALLED_HINT = (": the world stopped. A rank waited for a message that never came: it made a call the lab's protocol does "
                 "not make (torch.distributed's own collectives, for one: the graders' referee rank never joins them), "
                 "sent or expected a message another rank does not, or a peer failed")
-TIMEOUT = 4.0   # seconds: every gloo operation of a graded world, on both sides (honest ones take milliseconds)
+TIMEOUT = 4.0   # seconds: every gloo operation of a graded world, on both sides (honest ones take milliseconds), on an
+#               idle machine; a busy one scales it (engine.referee.busy_timeout)
 ROLE = "autograder.labs.lab09.referee:replay"    # the referee's role (the engine's referee rank runs it)
 
 # the referee rank of a test module: a fixture, imported by the test modules (the rendezvous through its
@@ -113,10 +114,11 @@ class Outcome:
 
 
 def play(student, referee: Referee | None, world: int, seat: int | None, cases: list[Case], seed: int,
-         timeout: float = TIMEOUT, group: list[int] | None = None) -> Outcome:
+         timeout: float | None = None, group: list[int] | None = None) -> Outcome:
     """Run `cases` one after another on a world of `world` ranks, P0's referee at `seat` (None: no referee).
     group: the sorted global ranks of a subgroup every call runs on (case inputs are then per group rank);
     every rank creates it, members or not."""
+    timeout = busy_timeout(TIMEOUT) if timeout is None else timeout
     members = list(range(world)) if group is None else sorted(group)
     models = [c.model() for c in cases]
     job = None
