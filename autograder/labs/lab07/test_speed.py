@@ -14,7 +14,7 @@ from autograder.labs.lab07 import oracle
 
 CHAINS = ["x*sigmoid(x) + sin(y)", "tanh(x) * exp(-y) + x", "silu(x) * y"]
 N = oracle.shared.SPEED_N
-REPS, MAX_ROUNDS, AGREE, CAP = 4, 5, 0.15, 15.0
+REPS, MAX_ROUNDS, AGREE, CAP = 4, 7, 0.15, 15.0
 _result = {}
 
 
@@ -60,9 +60,15 @@ def measure_chain(student, clean_room, index, chain):
         eager = clean_room.run("eager_speed", chain, N, REPS, seed, order)
         kernel_s = max(on["cpu"] - off["cpu"], 1e-5) / REPS
         ratios.append((eager["cpu"] / REPS) / kernel_s)
-        if len(ratios) >= 2 and abs(ratios[-1] - ratios[-2]) <= AGREE * max(ratios[-1], ratios[-2]):
-            return {"ratio": 0.5 * (ratios[-1] + ratios[-2]), "rounds": len(ratios), "checked": checked}
-    return {"ratio": oracle.median(ratios), "rounds": len(ratios), "checked": checked}
+        # Two plausible rounds that agree end the measurement. A round above the cap (the run without the kernel
+        # took as long as the run with it: noise on a busy machine, or a kernel that does nothing) settles
+        # nothing: two such rounds "agree" only because both hit the floor of the subtraction.
+        plausible = [r for r in ratios if r <= CAP]
+        if ratios[-1] <= CAP and len(plausible) >= 2 and abs(plausible[-1] - plausible[-2]) <= AGREE * max(plausible[-2:]):
+            return {"ratio": 0.5 * (plausible[-1] + plausible[-2]), "rounds": len(ratios), "checked": checked}
+    plausible = [r for r in ratios if r <= CAP]   # at least half the rounds plausible: noise is the rest
+    final = oracle.median(plausible) if 2 * len(plausible) >= len(ratios) else oracle.median(ratios)
+    return {"ratio": final, "rounds": len(ratios), "checked": checked}
 
 
 GATE_OPS = ["bias_3d", "sum_dims01", "where_gt", "mean_last", "outer"]
