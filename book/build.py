@@ -45,6 +45,8 @@ from pathlib import Path
 
 import yaml
 
+import warm_kernel  # book/warm_kernel.py, beside this file (the script's folder is first on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 BUILD = ROOT / "build"
@@ -354,16 +356,13 @@ def warm_kernels(env: dict[str, str]):
     """Start book/warm_kernel.py's zygote and point the `python3` kernelspec at it (through JUPYTER_PATH in env):
     every notebook still runs in a fresh process of its own, forked after torch is imported instead of importing
     it again. Where that is not available (no pidfd: not Linux), or IPT_BOOK_COLD_KERNELS=1, kernels start cold."""
-    sys.path.insert(0, str(BOOK))
-    import warm_kernel
     if not warm_kernel.available() or env.get("IPT_BOOK_COLD_KERNELS") == "1":
         yield
         return
     folder = BUILD / "book-kernels"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "zygote.sock"
-    if len(str(path)) > 100:  # a Unix socket's path has at most 107 bytes
-        path = Path(tempfile.mkdtemp(prefix="ipt-book-")) / "zygote.sock"
+    short = None if len(str(folder / "zygote.sock")) <= 100 else tempfile.mkdtemp(prefix="ipt-book-")
+    path = Path(short or folder) / "zygote.sock"   # a Unix socket's path has at most 107 bytes
     zygote = subprocess.Popen([sys.executable, str(BOOK / "warm_kernel.py"), "serve", str(path)], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -378,6 +377,8 @@ def warm_kernels(env: dict[str, str]):
     finally:
         zygote.kill()
         zygote.wait()
+        if short:
+            shutil.rmtree(short, ignore_errors=True)
 
 
 def run_jupyter_book(strict: bool) -> None:

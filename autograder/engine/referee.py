@@ -47,9 +47,10 @@ def busy_timeout(base: float, most: float = 4.0) -> float:
     (1-minute load average / cores, at most `most` times) so that an honest rank starved of CPU on a busy machine
     is not taken for one that waits for a message that never comes. Only a world that hangs pays it; a timeout
     decides no score that an honest program could lose on an idle machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
-        per_core = os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    except OSError:
+        per_core = os.getloadavg()[0] / cores
+    except OSError:  # no load average on this system
         per_core = 1.0
     return round(base * min(most, max(1.0, per_core)), 1)
 

@@ -327,7 +327,7 @@ def test_warm_kernels_behave_as_fresh_ones(tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
-    sys.path.insert(0, str(ROOT / "book"))
+    monkeypatch.syspath_prepend(str(ROOT / "book"))
     import build
     import warm_kernel
     if not warm_kernel.available():

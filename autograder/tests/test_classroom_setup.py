@@ -16,23 +16,31 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 FAKE_PY = """#!/usr/bin/env bash
 echo "$*" >> "{log}"
-case " $* " in *"importlib.metadata"*) exit 1;; esac
+case " $* " in *"importlib.metadata"*) exit {torch_check_status};; esac
+case " $* " in *" uv"*) exit {uv_status};; esac
 case " $* " in *" --no-index "*) exit {no_index_status};; esac
 exit 0
 """
 
 
-def setup_commands(tmp_path: Path, local_wheel: bool, makefile: Path = REPO / "Makefile") -> list[str]:
-    """Run the setup recipe with a stand-in python that logs its arguments; return what pip was asked."""
+def run_setup(tmp_path: Path, local_wheel: bool, makefile: Path = REPO / "Makefile", torch_installed: bool = False,
+              uv: bool = True) -> tuple[list[str], str]:
+    """Run the setup recipe with a stand-in python that logs its arguments; return what it was asked, and make's
+    output."""
     log = tmp_path / "pip.log"
     fake = tmp_path / "python"
-    fake.write_text(FAKE_PY.format(log=log, no_index_status=0 if local_wheel else 1))
+    fake.write_text(FAKE_PY.format(log=log, no_index_status=0 if local_wheel else 1,
+                                   torch_check_status=0 if torch_installed else 1, uv_status=0 if uv else 1))
     fake.chmod(0o755)
     proc = subprocess.run(["make", "-s", "-B", "-f", str(makefile), "setup", f"PYTHON={fake}", f"PY={fake}",
                            f"STAMP={tmp_path / 'stamp'}"], cwd=REPO, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "MAKEFLAGS": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return log.read_text().splitlines()
+    return log.read_text().splitlines(), proc.stdout
+
+
+def setup_commands(tmp_path: Path, local_wheel: bool, makefile: Path = REPO / "Makefile") -> list[str]:
+    return run_setup(tmp_path, local_wheel, makefile)[0]
 
 
 def installer(tmp_path: Path, makefile: Path) -> str:
@@ -65,29 +73,14 @@ def test_setup_here_takes_the_local_wheel_without_any_index(tmp_path):
 
 def test_setup_falls_back_to_pip_without_uv(tmp_path):
     """Where uv cannot be installed (no index that has it), pip installs the same things."""
-    log = tmp_path / "pip.log"
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_PY.format(log=log, no_index_status=1).replace(
-        'exit 0\n', 'case " $* " in *" uv"*) exit 1;; esac\nexit 0\n'))
-    fake.chmod(0o755)
-    proc = subprocess.run(["make", "-s", "-B", "setup", f"PYTHON={fake}", f"PY={fake}", f"STAMP={tmp_path / 'stamp'}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = log.read_text().splitlines()
+    calls, output = run_setup(tmp_path, local_wheel=False, uv=False)
     assert "-m pip install -q -r requirements.txt" in calls and not [c for c in calls if c.startswith("-m uv pip")], calls
-    assert "pip installs instead" in proc.stdout
+    assert "pip installs instead" in output
 
 
 def test_setup_keeps_an_installed_torch(tmp_path):
     """A rerun (requirements changed) must not reinstall torch 2.13.0 under the processes that are using it."""
-    log = tmp_path / "pip.log"
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_PY.format(log=log, no_index_status=0).replace('*"importlib.metadata"*) exit 1', '*"importlib.metadata"*) exit 0'))
-    fake.chmod(0o755)
-    proc = subprocess.run(["make", "-s", "-B", "setup", f"PYTHON={fake}", f"PY={fake}", f"STAMP={tmp_path / 'stamp'}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "MAKEFLAGS": ""})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = log.read_text().splitlines()
+    calls, _ = run_setup(tmp_path, local_wheel=True, torch_installed=True)
     assert not [c for c in calls if "torch==2.13.0" in c or "torch/" in c], calls
     assert [c for c in calls if c.endswith("-r requirements.txt")], calls
 
