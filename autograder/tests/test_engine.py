@@ -323,6 +323,51 @@ def test_a_warm_p0_run_past_its_limit_is_killed_with_what_it_started(tmp_path):
         server.close()
 
 
+def test_a_warm_p0_learns_the_installed_modules_its_runs_import(tmp_path):
+    """The server imports, before its next fork, the installed modules a run imported (torch's lazy sympy and
+    dynamo imports cost every grading again otherwise); never a module of the course's own tree, and an
+    import that prints cannot garble the server's replies."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(tmp_path)}
+    (tmp_path / "course_module.py").write_text("VALUE = 1\n")
+    (tmp_path / "test_first.py").write_text(
+        "import sys\n\ndef test_imports():\n    import wave, this, course_module\n"
+        "    assert 'wave' in sys.modules\n")
+    (tmp_path / "test_second.py").write_text(
+        "import sys\n\ndef test_inherits():\n    assert 'wave' in sys.modules and 'this' in sys.modules\n"
+        "    assert 'course_module' not in sys.modules\n")
+    server = p0fork.Server(env)
+    try:
+        args = ["-q", "-p", "no:cacheprovider"]
+        assert server.run([*args, str(tmp_path / "test_second.py")], str(tmp_path), str(tmp_path / "log0"), 60) == 1, \
+            "a fresh server has not imported wave yet (this test would prove nothing)"
+        assert server.run([*args, str(tmp_path / "test_first.py")], str(tmp_path), str(tmp_path / "log1"), 60) == 0
+        code = server.run([*args, str(tmp_path / "test_second.py")], str(tmp_path), str(tmp_path / "log2"), 60)
+        assert code == 0, (tmp_path / "log2").read_text()[-2000:]
+    finally:
+        server.close()
+
+
+def test_a_confined_workers_cpu_time_reaches_the_grading_process(toy):
+    """`make bench-grader` counts a grading's CPU from RUSAGE_CHILDREN: at level namespaces the sandbox's
+    first process must be reaped inside (by unshare) before unshare dies, or its CPU is lost."""
+    import resource
+    if sandbox.resolve_level("auto") != "namespaces":
+        pytest.skip("only level namespaces runs the worker under unshare")
+
+    def children_cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+    spec = sandbox.SandboxSpec("lab00", ("torch",), level="namespaces")
+    before = children_cpu()
+    zygote = sandbox.Zygote(spec)
+    try:
+        with Student(spec, [("setup", "x = 1")], scenarios=scenarios(toy), zygote=zygote) as student:
+            assert student.run("burn_cpu", 1.0) is True
+    finally:
+        zygote.close()
+    assert children_cpu() - before >= 0.9, f"only {children_cpu() - before:.2f} s of the worker's 1 s of CPU was counted"
+
+
 def test_selftest_passes_on_the_toy_lab_and_fails_when_a_mutant_survives(toy, capsys):
     from autograder.engine import selftest
     # the toy lab has only two mutants: the at-least-ten rule is the one failure expected

@@ -69,9 +69,12 @@ def torch_program(prog):
     return interp.interpret(TorchAPI(), prog)
 
 
-def call(student, context: str, target: str, *args, **kwargs):
-    """student.run, turning an uncaught learner error into a failure that says where it happened."""
+def call(student, context: str, target: str, *args, within: float | None = None, **kwargs):
+    """student.run (student.run_within `within` seconds when given), turning an uncaught learner error into a
+    failure that says where it happened."""
     try:
+        if within is not None:
+            return student.run_within(within, target, *args, **kwargs)
         return student.run(target, *args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - only StudentError (and subclasses) become failures
         if any(cls.__name__ == "StudentError" for cls in type(exc).__mro__):

@@ -92,3 +92,11 @@ def accepted(sub):
     conn, _ = sock.accept()
     with conn:
         return conn.recv(64).decode()
+
+def burn_cpu(sub, seconds):
+    """Spins for `seconds` of CPU time (the engine's test that a confined worker's CPU is accounted)."""
+    import time
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return True
