@@ -26,7 +26,7 @@ TORCH_PIN       := torch==2.13.0
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 UV_PIN          := uv==0.13.9
 
-.PHONY: help setup test lab labs labs-check status submit release book grade selftest mutation fuzz gradescope nbgrader nbgrader-release nbgrader-collect nbgrader-grade nbgrader-feedback report bench bench-grader clean
+.PHONY: help setup test lab labs labs-check status submit release book grade selftest mutation fuzz gradescope nbgrader nbgrader-release nbgrader-collect nbgrader-grade nbgrader-feedback report bench bench-grader bench-status clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -104,6 +104,9 @@ report: setup  ## HTML class report of grading/LAB: make report LAB=lab01
 
 bench: setup  ## speed of a reference solution vs its baselines: make bench LAB=lab07 (or lab08, lab09, lab10)
 	$(PY) -m autograder.benchmarks $(or $(LAB),lab07)
+
+bench-status: setup  ## how long make status takes on a finished course: every lab fresh, none changed, one edited
+	$(PY) -m autograder.benchmarks status
 
 bench-grader: setup  ## our confined grader vs nbgrader autograde, per lab: make bench-grader [LAB=lab01] (default: every lab)
 	$(PY) -m autograder bench-grader $(LAB)

@@ -500,3 +500,16 @@ def test_status_shows_an_unchanged_lab_again_without_running_it(toy_lab, monkeyp
     changed = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
     assert not changed.reused and changed.results["add"].status == "failing"
     assert collect(LabDir(toy_lab), timeout=120, quick=True, reuse=False).reused is False
+
+
+def test_status_fresh_keeps_its_results_for_the_next_status(toy_lab, monkeypatch):
+    """`status --fresh` runs every lab again and keeps what it ran: the plain `status` after it shows those
+    results without running anything (it used to run every lab a second time)."""
+    from labkit import status
+
+    edit_cell(toy_lab / "lab98_toy.ipynb", "add_impl", "def add(a, b):\n    return a + b\n")
+    fresh = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=False, remember=True)
+    assert not fresh.reused and fresh.results["add"].status == "passing"
+    monkeypatch.setattr(status.subprocess, "Popen", None)   # any worker process would fail here
+    again = collect(LabDir(toy_lab), timeout=120, quick=True, reuse=True)
+    assert again.reused and again.results["add"].status == "passing"

@@ -115,12 +115,14 @@ def _remember(labdir: LabDir, key: str, report: LabReport) -> None:
 
 
 def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] | None = None,
-            quick: bool = False, reuse: bool = False) -> LabReport:
+            quick: bool = False, reuse: bool = False, remember: bool | None = None) -> LabReport:
     """Run one lab's public tests in a subprocess; a hang, crash or broken notebook stays contained.
     With `quick`, a lab whose solution cells all still hold their stubs is reported "not started"
     without running anything (that is what takes a lab's status from seconds to milliseconds).
     With `reuse`, a lab whose code, public tests and tools are unchanged since its last finished run
-    shows that run's results (`status --fresh` runs every lab again)."""
+    shows that run's results (`status --fresh` runs every lab again). A finished run is kept for the next
+    `reuse` when `remember` is true (default: when `reuse` is)."""
+    remember = reuse if remember is None else remember
     report = LabReport(labdir)
     try:
         info = labdir.info()
@@ -133,7 +135,7 @@ def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] |
         for part in report.parts:
             report.results[part.id] = PartResult(part.id, [Outcome("stub", False, "not_implemented")], static=True)
         return report
-    key = _inputs_key(labdir, [p.id for p in report.parts]) if reuse else ""
+    key = _inputs_key(labdir, [p.id for p in report.parts]) if reuse or remember else ""
     if reuse and _reuse(labdir, key, report):
         return report
     with tempfile.TemporaryDirectory(prefix="labkit-") as tmp:
@@ -167,7 +169,7 @@ def collect(labdir: LabDir, timeout: float = DEFAULT_TIMEOUT, parts: list[str] |
             report.notes.append(f"{what}" + (": " + " | ".join(tail) if tail and ended == "crashed" else ""))
             for part in report.parts:
                 report.results.setdefault(part.id, PartResult(part.id, error=ended))
-    if reuse:
+    if remember:
         _remember(labdir, key, report)
     return report
 
@@ -226,7 +228,7 @@ def main(root: Path = LABS_ROOT, timeout: float = DEFAULT_TIMEOUT, verbose: bool
         print(f"no labs found under {root}")
         return 1
     with ThreadPoolExecutor(max(1, jobs)) as pool:   # each started lab runs in its own process
-        reports = list(pool.map(lambda lab: collect(lab, timeout, quick=True, reuse=not fresh), labs))
+        reports = list(pool.map(lambda lab: collect(lab, timeout, quick=True, reuse=not fresh, remember=True), labs))
     render(reports, verbose=verbose)
     reused = [r.labdir.id for r in reports if r.reused]
     if reused:
