@@ -311,9 +311,8 @@ def _agree(ref, fn, inputs, prep=None, grad=True, atol=1e-5, rtol=1e-5, gatol=1e
                 a = torch.zeros_like(lc[i]) if a is None else a
                 b = torch.zeros_like(le[i]) if b is None else b
                 _close(a, b, f"{what}: gradient of input {i}", atol=gatol, rtol=gatol)
-    kernels = list(ref.COMPILED_KERNELS)
+    kernels = list(ref.COMPILED_KERNELS)      # empty when the backend's cost model kept every graph in eager
     torch._dynamo.reset()
-    assert kernels, f"{what}: COMPILED_KERNELS is empty after compiling"
     if fused is True:
         assert sum(kernels) > 0, f"{what}: no graph ran a fused kernel ({kernels})"
     elif fused is False:
@@ -712,9 +711,9 @@ PLANS = [
      (_r(43, 4, 8),), [["sub", "exp"], ["div"]]),
     ("log_softmax: amax | sub,exp,sum | log | sub_1", lambda t: torch.log_softmax(t, -1), (_r(44, 4, 8),),
      [["amax"], ["sub", "exp", "sum_1"], ["log"], ["sub_1"]]),
-    ("layer_norm(w, b): prims var/sum/div stay ATen; [add, rsqrt] and [sub, mul, mul_1, add_1]",
+    ("layer_norm(w, b): var_mean as mean | sub, mul, sum_1; then div, add, rsqrt; then the affine normalisation",
      lambda t, w, b: F.layer_norm(t, (8,), w, b), (_r(45, 4, 8), _r(46, 8), _r(47, 8)),
-     [["add", "rsqrt"], ["sub", "mul", "mul_1", "add_1"]]),
+     [["mean"], ["sub", "mul", "sum_1"], ["div", "add", "rsqrt"], ["sub_1", "mul_1", "mul_2", "add_1"]]),
     ("gelu(x) * 2: the decomposed erf GELU is one group", lambda t: F.gelu(t) * 2, (_r(48, 4, 8),),
      [["mul", "mul_1", "erf", "add", "mul_2", "mul_3"]]),
     ("test_sum2: sum([1, 2]) of 4-d is ATen, sum(-1) closes the add's group", lambda a, b: ((a + b).sum([1, 2]), (a + b).sum(-1)),
@@ -1171,12 +1170,18 @@ PIPE = [
      (_r(244, 3, 3), _r(245, 3, 3)), None, True),
 ]
 
+_KEPT_IN_EAGER = ("means, negative dims", "softmax over -1 and over 0", "layer_norm with weight and bias",
+                  "ops that fall back")
+
 for _name, _fn, _inputs, _prep, _grad in PIPE:
     @case("pipeline", f"compiled = eager (values{' and gradients' if _grad else ''}): {_name}")
     def _check(ref, fn=_fn, inputs=_inputs, prep=_prep, grad=_grad, name=_name):
-        # a graph of int / bool / float64 ops only compiles to zero kernels; every other case fuses something
+        # a graph of int / bool / float64 ops only compiles to zero kernels; the cost model keeps graphs whose fusion
+        # saves no pass over eager's ATen calls in eager (softmax, layer_norm, ...: one ATen call each in eager);
+        # every other case fuses something
         pure = name.startswith("ATen fallback only")
-        _agree(ref, fn, list(inputs), prep=prep, grad=grad, what=name, fused=not pure)
+        _agree(ref, fn, list(inputs), prep=prep, grad=grad, what=name,
+               fused=False if pure else (None if name.startswith(_KEPT_IN_EAGER) else True))
 
 
 class _Seq(torch.nn.Module):
@@ -1326,28 +1331,39 @@ def _check(ref):
     torch._dynamo.reset()
 
 
-@case("pipeline", "no_grad inference compiles only a forward graph; COMPILED_KERNELS counts its plan")
+@case("pipeline", "no_grad inference compiles only a forward graph; COMPILED_KERNELS counts its groups worth fusing")
 def _check(ref):
     torch._dynamo.reset()
     ref.COMPILED_KERNELS.clear()
     x = _r(264, 5, 9).requires_grad_()
-    fn = lambda t: torch.log_softmax(t, -1)  # noqa: E731
+    fn = lambda t: (t * torch.sigmoid(t)).sum(-1, keepdim=True) + t.exp()  # noqa: E731
     with torch.no_grad():
         got = torch.compile(fn, backend=ref.fusing_backend, dynamic=False)(x)
-    _close(got, fn(x).detach(), "log_softmax under no_grad")
+    _close(got, fn(x).detach(), "x * sigmoid(x) summed, plus exp(x), under no_grad")
     assert not got.requires_grad, "a no_grad output requires grad"
-    assert ref.COMPILED_KERNELS == [4], f"log_softmax plans 4 kernels (amax | sub, exp, sum | log | sub_1), got {ref.COMPILED_KERNELS}"
+    assert ref.COMPILED_KERNELS == [2], (
+        f"one forward graph, whose plan sigmoid, mul, sum_1 | exp, add has two groups worth a kernel: got {ref.COMPILED_KERNELS}")
     torch._dynamo.reset()
 
 
-@case("pipeline", "COMPILED_KERNELS for forward and backward equals the plans of the two graphs AOTAutograd builds")
+@case("pipeline", "the cost model: graphs whose fusion saves no pass over memory stay in eager (compile_graph never runs)")
+def _check(ref):
+    for name, fn, shapes in [("softmax", lambda t: torch.softmax(t, -1), [(4, 8)]),
+                             ("layer_norm then gelu", lambda t, w, b: F.gelu(F.layer_norm(t, (8,), w, b)), [(4, 8), (8,), (8,)]),
+                             ("relu(x @ w)", lambda t, w: torch.relu(t @ w), [(4, 8), (8, 3)])]:
+        args = [_r(340 + k, *s).requires_grad_() for k, s in enumerate(shapes)]
+        _, got = _agree(ref, fn, args, what=name)
+        assert got == [], f"{name}: fusing saves no pass over eager's ATen calls, yet compile_graph ran ({got})"
+
+
+@case("pipeline", "COMPILED_KERNELS for forward and backward counts the groups worth fusing of the two graphs AOTAutograd builds")
 def _check(ref):
     fns = [("sin(x) * 2", lambda t: t.sin() * 2, [(4, 8)]),
-           ("layer_norm", lambda t, w, b: F.layer_norm(t, (8,), w, b), [(4, 8), (8,), (8,)])]
+           ("rms_norm", lambda t, w: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * w, [(4, 8), (8,)])]
     for name, fn, shapes in fns:
         args = [_r(265 + k, *s).requires_grad_() for k, s in enumerate(shapes)]
         graphs = _fw_bw_graphs(ref, fn, *[a.detach().clone().requires_grad_() for a in args])
-        want = [len(_plan(ref, g)) for g in graphs]
+        want = [sum(1 for g in _plan(ref, gm) if len(g) >= 2) for gm in graphs]     # the groups worth a kernel
         _, got = _agree(ref, fn, args, what=name)
         assert got == want, f"{name}: COMPILED_KERNELS {got}, the forward and backward graphs plan {want}"
 
@@ -1413,8 +1429,9 @@ def _check(ref):
 @case("pipeline", "graph breaks under the lab's backend: print, .item() -- values and gradients")
 def _check(ref):
     for fn, x in ((_logged, _r(310, 4, 8)), (_scaled, _r(311, 4, 8))):
-        _, kernels = _agree(ref, fn, [x], what=fn.__name__)
-        assert len(kernels) >= 2, f"{fn.__name__}: compiled {kernels}, expected graphs on both sides of the break"
+        # values and gradients across the break; each graph here is one or two ATen calls, so the cost model keeps
+        # them in eager (COMPILED_KERNELS stays empty)
+        _agree(ref, fn, [x], what=fn.__name__)
 
 
 @case("pipeline", "fuse_graph: one Kernel per group, the fused graph runs the groups' ops only in kernels and equals the graph")

@@ -396,6 +396,10 @@ OPS = {
     "ne_ge": (lambda a, b: torch.where(a != b, a, b * 2) + torch.where(a >= 0.0, a, -a), [[3, 5], [3, 5]]),
     "lt_tensor_bool_out": (lambda a, b: a < b, [[4, 6], [6]]),
     "prefix_3d": (lambda a, b: a * b + b, [[2, 3, 4], [2, 1, 1]]),
+    # broadcast inputs where the kernel is not a rows x columns nest: a reduction over everything, an empty last dim
+    "sum_all_bias": (lambda a, b: (a * b).sum(), [[4, 6], [6]]),
+    "mean_all_rowstat": (lambda a, b: (a - b).mean(dim=(0, 1)), [[5, 3], [5, 1]]),
+    "size0_rowstat": (lambda a, b: a - b, [[3, 0], [3, 1]]),
     # precision: a long row whose few large terms sit at both ends (a softmax denominator); test_kernels draws its
     # inputs itself (test_long_row_sum_precision), not test_op
     "sum_long_row": (lambda a, b: (a * b).sum(-1), [[2, 1], [1, 1 << 20]]),
@@ -456,16 +460,20 @@ def build_cache(sub, name, scale, shift):
     return {"counts": counts, "same_object": fns[0] is fns[1], "outs": outs}
 
 
-def fuse_case(sub, case, spec=None):
-    """The learner's fuse_graph on the forward and backward graphs of one case: the kernels it made, as data."""
+def fuse_case(sub, case, spec=None, subsets=None):
+    """The learner's fuse_graph on the forward and backward graphs of one case: the kernels it made, as data. With
+    `subsets` (P0's groups, one list per graph), fuse_graph(gm, groups) is asked to fuse those groups only."""
     no_inductor()
     fn, inputs = make_case(case, 0, spec)
     graphs = aot_graphs(fn, inputs, sub.DECOMPOSITIONS, True)
     result = []
-    for gm in graphs:
+    for k, gm in enumerate(graphs):
         entry = {"nodes": _describe(gm)}
         try:
-            fused, kernels = sub.fuse_graph(gm)
+            if subsets is None:
+                fused, kernels = sub.fuse_graph(gm)
+            else:
+                fused, kernels = sub.fuse_graph(gm, [[str(m) for m in g] for g in subsets[k]] if k < len(subsets) else [])
             entry["kernels"] = [_kernel_data(k) for k in kernels]
         except Exception as exc:  # noqa: BLE001
             entry.update(_error(exc))
@@ -474,6 +482,38 @@ def fuse_case(sub, case, spec=None):
 
 
 # -- part pipeline ------------------------------------------------------------------------------------
+def pass_counts(sub, case, spec, plans, subsets):
+    """worth_fusing of every group of P0's plan of each graph, and count_passes of each graph with P0's whole plan,
+    with P0's subset of it and with no group."""
+    no_inductor()
+    fn, inputs = make_case(case, 0, spec)
+    graphs = aot_graphs(fn, inputs, sub.DECOMPOSITIONS, True)
+    result = []
+    for k, gm in enumerate(graphs):
+        entry = {"nodes": _describe(gm)}
+        plan, subset = (plans[k], subsets[k]) if k < min(len(plans), len(subsets)) else ([], [])
+        try:
+            entry["worth"] = [bool(sub.worth_fusing(gm, [str(m) for m in g])) for g in plan]
+            entry["passes"] = [int(sub.count_passes(gm, [[str(m) for m in g] for g in groups])) for groups in (plan, subset, [])]
+        except Exception as exc:  # noqa: BLE001
+            entry.update(_error(exc))
+        result.append(entry)
+    return result
+
+
+def backend_mixed_sum(sub, x, w, c):
+    """torch.compile(lambda a, b, c: (a * b).sum(-1) + c.sum(-1), backend=fusing_backend) on P0's rows."""
+    no_inductor()
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(lambda a, b, d: (a * b).sum(-1) + d.sum(-1), backend=sub.fusing_backend, dynamic=False)
+        return _np(compiled(_t(x), _t(w), _t(c)))
+    except Exception as exc:  # noqa: BLE001
+        return _error(exc)
+    finally:
+        torch._dynamo.reset()
+
+
 def backend_case(sub, case, seed, with_backward=True, spec=None):
     """Compile one function or model with the learner's fusing_backend; outputs, gradients, kernel counts."""
     no_inductor()

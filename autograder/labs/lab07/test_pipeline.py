@@ -99,12 +99,15 @@ def test_fused_kernels_run_by_the_grader(student, clean_room, case):
     fused_ok(student, clean_room, case)
 
 
-def check_fused(student, clean_room, case, spec=None):
+def check_fused(student, clean_room, case, spec=None, subsets=None):
     """fuse_graph's kernels for the forward and backward graphs: as many as the plan has groups, each writing its
-    group's outputs, and each one's C source, compiled and run by the grader, computing those outputs."""
+    group's outputs, and each one's C source, compiled and run by the grader, computing those outputs. With
+    `subsets` (one list of groups per graph), fuse_graph(gm, groups) must fuse exactly those groups."""
     graphs = oracle.graphs_of(case, True, spec)
-    got = student.run("fuse_case", case, spec)
+    got = student.run("fuse_case", case, spec, subsets)
     case = case if spec is None else oracle.spec_text(spec)
+    if subsets is not None:
+        case = f"{case} (fuse_graph given some of the plan's groups)"
     for k, (entry, gm) in enumerate(replies.pairs(got, graphs, f"fuse_graph on {case}")):
         what = f"{case}, {'forward' if k == 0 else 'backward'} graph"
         entry = replies.dict_of(entry, {"nodes"}, what)
@@ -113,9 +116,88 @@ def check_fused(student, clean_room, case, spec=None):
         assert "error" not in entry, f"{what}: fuse_graph raised {entry.get('error')}: {entry.get('message')}"
         listed = replies.list_of(replies.dict_of(entry, {"kernels"}, what)["kernels"], f"{what}: the kernels fuse_graph returned")
         kernels = [oracle.kernel_reply(kr, f"{what}, kernel {j}") for j, kr in enumerate(listed)]
-        matched = oracle.match_kernels(gm, kernels, what)
+        matched = oracle.match_kernels(gm, kernels, what, None if subsets is None else subsets[k])
         values = oracle.node_values(gm, gm.meta["ipt_inputs"][0])
         oracle.run_kernels(clean_room, gm, values, matched, what, rtol=5e-4, atol=5e-5)
+
+
+@pytest.mark.weight(2)
+def test_fuse_graph_fuses_the_groups_it_is_given(student, clean_room):
+    """fuse_graph(gm, groups): a kernel for each group given (P0 draws which groups of its plan), the rest ATen."""
+    rng = case_rng(75)
+    for case in ("tiny_block", "log_softmax"):
+        subsets = [[g for g in oracle.reference_plan(gm) if rng.random() < 0.6] for gm in oracle.graphs_of(case, True)]
+        check_fused(student, clean_room, case, None, subsets)
+
+
+PASS_CASES = ["tiny_block", "log_softmax", "mm_cycle", "masked", "bias_gelu"]
+
+
+@pytest.mark.weight(4)
+def test_worth_fusing_and_count_passes(student):
+    """worth_fusing on every group of P0's plans, count_passes with the whole plan, with a subset P0 draws and with
+    no group, on fixed cases and a function drawn from the grading seed; P0 counts itself."""
+    rng = case_rng(74)
+    cases = [(case, None) for case in PASS_CASES] + [("generated", oracle.generated_spec(rng))]
+    for case, spec in cases:
+        graphs = oracle.graphs_of(case, True, spec)
+        plans = [oracle.reference_plan(gm) for gm in graphs]
+        subsets = [[g for g in plan if rng.random() < 0.5] for plan in plans]
+        got = student.run("pass_counts", case, spec, plans, subsets)
+        name = case if spec is None else oracle.spec_text(spec)
+        for k, (entry, gm) in enumerate(replies.pairs(got, graphs, f"worth_fusing and count_passes on {name}")):
+            what = f"{name}, {'forward' if k == 0 else 'backward'} graph"
+            entry = replies.dict_of(entry, {"nodes"}, what)
+            assert entry["nodes"] == [n.name for n in gm.graph.nodes], (
+                f"{what}: the traced graphs differ between the grader and your notebook (did the setup cell change?)")
+            assert "error" not in entry, f"{what}: worth_fusing or count_passes raised {entry.get('error')}: {entry.get('message')}"
+            entry = replies.dict_of(entry, {"worth", "passes"}, what)
+            for got_worth, group in replies.pairs(entry["worth"], plans[k], f"{what}: worth_fusing of each group"):
+                assert got_worth is (len(group) >= 2), (
+                    f"{what}: worth_fusing({group}) should be {len(group) >= 2}: a group is worth a kernel when it holds "
+                    "at least two nodes")
+            labelled = [("the whole plan", plans[k]), ("some of the plan's groups", subsets[k]), ("no group", [])]
+            for got_count, (label, groups) in replies.pairs(entry["passes"], labelled, f"{what}: count_passes"):
+                want = oracle.passes(gm, groups)
+                assert got_count == want, (f"{what}: count_passes with {label} ({len(groups)} group(s)) should be {want}, "
+                                           f"got {got_count}: one per group, plus one per ATen call outside the groups "
+                                           "that is not a view")
+
+
+@pytest.mark.weight(2)
+def test_single_node_groups_stay_aten_calls(student):
+    """(a * b).sum(-1) + c.sum(-1): the first sum closes a two-node group (a kernel, accumulated in double: exact on
+    rows whose terms cancel), the second is a group of one node and stays ATen's float32 sum, which drops the small
+    terms, as eager does. P0 draws rows on which eager's float32 sums are off by 4 or more."""
+    rng = case_rng(76)
+    n = int(rng.integers(3000, 9000))
+    for _ in range(200):
+        x = rng.integers(1, 4, (3, n)).astype(np.float32)
+        x[:, 0], x[:, -1] = 1e8, -1e8
+        w = np.ones(n, np.float32)
+        w[1:-1] = rng.integers(1, 3, n - 2)
+        c = rng.integers(1, 4, (3, n)).astype(np.float32)
+        c[:, 0], c[:, -1] = 1e8, -1e8
+        exact_ab, exact_c = (x.astype(np.float64) * w).sum(-1), c.astype(np.float64).sum(-1)
+        eager_ab = (torch.from_numpy(x) * torch.from_numpy(w)).sum(-1).double().numpy()
+        eager_c = torch.from_numpy(c).sum(-1).numpy()
+        if np.abs(eager_ab - exact_ab).min() >= 4 and np.abs(eager_c.astype(np.float64) - exact_c).min() >= 4:
+            break
+    else:
+        raise RuntimeError("no rows on which eager's float32 sums are off by 4 or more were found")
+    what = (f"torch.compile(lambda a, b, c: (a * b).sum(-1) + c.sum(-1), backend=fusing_backend) on rows of {n} terms "
+            f"that cancel (1e8 first, -1e8 last, small integers between)")
+    got = student.run("backend_mixed_sum", x, w, c)
+    assert not isinstance(got, dict) or "error" not in got, f"{what} failed: {got.get('error')}: {str(got.get('message'))[:300]}"
+    got = replies.array(got, f"{what}: the output", shape=(3,)).astype(np.float64)
+    want = (exact_ab.astype(np.float32) + eager_c).astype(np.float64)
+    if np.any(np.abs(got - want) >= 0.5):
+        fused_c = np.abs(got - (exact_ab + exact_c)) < 0.5
+        unfused_ab = np.abs(got - (eager_ab + eager_c)) < 0.5
+        hint = ("c.sum(-1), a group of one node, was fused (its exact sum came back): it should stay an ATen call"
+                if fused_c.all() else "(a * b).sum(-1), a group of two nodes, did not run as your kernel (eager's float32 sum came back)"
+                if unfused_ab.all() else "the values are neither")
+        raise AssertionError(f"{what}: off by up to {np.abs(got - want).max():.0f}; {hint}")
 
 
 @pytest.mark.weight(2)
