@@ -298,7 +298,9 @@ check("export")
 #
 # **The allow-list.** Unpickle with a subclass of `pickle.Unpickler` whose `find_class(module,
 # name)` allows exactly these globals, and raises `UnsafeCheckpointError` for any other one,
-# with `"{module}.{name}"` in its message (`"posix.system"`, `"torch.Size"`):
+# with `"{module}.{name}"` in its message, the two strings exactly as the pickle names them
+# (`"posix.system"`, `"torch.Size"`; protocol 2 writes Python's builtins under their Python 2 module
+# name, so `eval` arrives as `"__builtin__.eval"`):
 #
 # * `collections.OrderedDict`, `torch._utils._rebuild_tensor_v2`,
 # * `torch.<S>` for each storage class name `S` in `STORAGE_DTYPES`.
