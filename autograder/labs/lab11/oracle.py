@@ -261,9 +261,9 @@ def expected_run(name, args, state, kernels):
             "inputs": [a.detach().numpy() for a in after]}
 
 
-def guard_violation(name, shapes):
+def guard_violation(name, shapes, module_rules=False):
     """None when the shapes fit the SPEC; otherwise the user input the GuardError must name ('' for a wrong
-    number of inputs)."""
+    number of inputs). module_rules=True: ep.module()'s rules, which skip lower bounds of 2 or less."""
     spec = PROGRAMS[name][3]
     if len(shapes) != len(spec):
         return ""
@@ -277,6 +277,7 @@ def guard_violation(name, shapes):
                     return input_name
                 continue
             sym, lo, hi = d
+            lo = 0 if module_rules and lo <= 2 else lo
             if size < lo or (hi is not None and size > hi) or seen.setdefault(sym, size) != size:
                 return input_name
     return None
@@ -503,7 +504,8 @@ def random_object(rng, depth=0):
     kinds = ["tensor", "views", "scalar", "list", "tuple", "dict", "odict"] if depth < 2 else ["tensor", "scalar"]
     kind = kinds[int(rng.integers(len(kinds)))]
     if kind == "tensor":
-        return random_tensor(rng)
+        t = random_tensor(rng)
+        return t.requires_grad_(True) if t.dtype.is_floating_point and rng.random() < 0.3 else t
     if kind == "views":
         base = random_tensor(rng, shape=(int(rng.integers(2, 5)), int(rng.integers(2, 5))))
         vs = views_of(rng, base)

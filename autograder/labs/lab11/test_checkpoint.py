@@ -141,11 +141,15 @@ def test_corrupt_archives(student):
     past = base[int(rng.integers(1, 4)):]
     bad.append((_past_end(past, keys), "a tensor that reaches past the end of its storage"))
     good = [drawn(rng, {"all": [oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES]}, big=big) for big in (True, False)]
+    old, old_index = oracle.write_archive([oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES], keys,
+                                          change=lambda m, d: None if m == "byteorder" else d)
+    good.append((old, old_index, "old.pt"))  # an old archive without a byteorder member: little-endian
     got = load(student, [(d, None, "bad.pt") for d, _ in bad] + good, "corrupt archives")
     for (_, what), reply in zip(bad, got[:len(bad)], strict=True):
         oracle.expect_error(reply, "CorruptCheckpointError", what)
     for k, ((data, index, _), reply) in enumerate(zip(good, got[len(bad):], strict=True)):
-        oracle.check_load(reply, data, index, f"a {'big' if k == 0 else 'little'}-endian checkpoint of every dtype")
+        kind = ["a big-endian", "a little-endian", "an old (no byteorder member)"][k]
+        oracle.check_load(reply, data, index, f"{kind} checkpoint of every dtype")
 
 
 def _past_end(view, keys):
