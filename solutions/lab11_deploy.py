@@ -46,6 +46,7 @@ from labkit import check
 import collections
 import pickle
 import zipfile
+from zipfile import BadZipFile
 
 import torch
 from torch.export import ExportedProgram
@@ -101,7 +102,9 @@ STORAGE_DTYPES = {
 # 2. **Binding.** User inputs come from `args`. Parameters, buffers and constants come from `state`,
 #    a dict from FQN to tensor that holds all of them (`state=None` means
 #    `{**ep.state_dict, **ep.constants}`). `state` may hold other weights than `ep`'s own: the
-#    program is the same, the weights are the caller's.
+#    program is the same, the weights are the caller's. Bind the caller's tensors as they are (no
+#    copies, no conversions): float64 weights with float64 inputs run the program in float64, as
+#    calling the operators on them does.
 # 3. **Kernels.** `kernels` maps some `OpOverload`s to Python callables: a node whose target is in the
 #    table runs `kernels[target](*args, **kwargs)` instead of the operator itself. This is how a
 #    runtime plugs its own implementations in. Every other node calls its target.
@@ -328,7 +331,7 @@ def load_checkpoint(path):
     # IPT-CANARY lab11 checkpoint-solution
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (BadZipFile, OSError) as exc:
         raise CorruptCheckpointError(f"not a torch.save archive: {exc}") from None
     with archive:
         names = archive.namelist()

@@ -188,21 +188,22 @@ class _KernelInterpreter(torch.fx.Interpreter):
         return fn(*args, **kwargs)
 
 
-def state_of(name, rng):
-    """A fresh state dict (FQN -> numpy) with the program's names, shapes and dtypes, drawn from rng."""
+def state_of(name, rng, wide=False):
+    """A fresh state dict (FQN -> numpy) with the program's names, shapes and dtypes, drawn from rng; wide=True:
+    float64 where the program has float32 (the spec runs the operators on the caller's tensors as given)."""
     ep = program(name)[0]
     state = {}
     for fqn, t in [*ep.state_dict.items(), *ep.constants.items()]:
         if t.dtype.is_floating_point:
-            v = rng.standard_normal(tuple(t.shape)).astype(np.float32)
+            v = rng.standard_normal(tuple(t.shape)).astype(np.float64 if wide else np.float32)
             state[fqn] = np.abs(v) + 0.5 if "var" in fqn else v
         else:
             state[fqn] = rng.integers(0, 50, size=tuple(t.shape)).astype(np.int64)
     return state
 
 
-def inputs_of(name, rng, sizes=None):
-    """User inputs within the ranges (sizes: symbol -> size to use), as numpy arrays."""
+def inputs_of(name, rng, sizes=None, wide=False):
+    """User inputs within the ranges (sizes: symbol -> size to use), as numpy arrays (wide: float64)."""
     spec = PROGRAMS[name][3]
     chosen = dict(sizes or {})
     arrays = []
@@ -219,7 +220,7 @@ def inputs_of(name, rng, sizes=None):
         if input_name == "idx":
             arrays.append(rng.integers(-5, 5, size=shape).astype(np.int64))
         else:
-            arrays.append(rng.standard_normal(shape).astype(np.float32))
+            arrays.append(rng.standard_normal(shape).astype(np.float64 if wide else np.float32))
     return arrays
 
 

@@ -3,9 +3,9 @@
 and a lifted constant; BatchNorm in training mode; a user input mutated in place; static shapes with
 multi-result operators), with weights, inputs and kernel tables drawn from the grading seed.
 
-Trust: values only. Every test holds cases with a kernel table and with the caller's own weights, and the guard
-test holds lower bounds of 2 (which ep.module() does not check): handing the work to ep.module() loses every
-test. The expected values come from torch.fx.Interpreter over the program's graph module in P0.
+Trust: values only. Every test holds cases with the caller's own weights in float64 or with a kernel table (all
+but test_without_kernels hold both), and the guard test holds lower bounds of 2 (which ep.module() does not
+check): handing the work to ep.module() loses every test. The expected values come from torch.fx.Interpreter over the program's graph module in P0.
 """
 import numpy as np
 import pytest
@@ -33,7 +33,9 @@ def run_cases(student, name, cases, what):
 
 def describe(case):
     shapes = [list(np.shape(a)) for a in case["args"]]
-    parts = [f"inputs of shapes {shapes}", "its own weights" if case.get("state") is None else "the caller's weights"]
+    wide = any(np.asarray(a).dtype == np.float64 for a in case["args"])
+    parts = [f"{'float64 ' if wide else ''}inputs of shapes {shapes}",
+             "its own weights" if case.get("state") is None else f"the caller's {'float64 ' if wide else ''}weights"]
     if case.get("kernels"):
         parts.append("a kernel table for " + ", ".join(op for op, _, _ in case["kernels"]))
     return "; ".join(parts)
@@ -47,8 +49,22 @@ def test_programs(student, name):
     cases = [{"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng),
               "kernels": oracle.kernels_of(name, rng, 2)},
              {"args": oracle.inputs_of(name, rng), "state": None, "kernels": oracle.kernels_of(name, rng, 1)},
-             {"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng), "kernels": []}]
+             {"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng), "kernels": []},
+             {"args": oracle.inputs_of(name, rng, wide=True), "state": oracle.state_of(name, rng, wide=True),
+              "kernels": oracle.kernels_of(name, rng, 1)}]
     run_cases(student, name, cases, "run_program")
+
+
+@pytest.mark.weight(2)
+def test_without_kernels(student, grading_seed):
+    """No kernel table: the caller's float32 and float64 weights, the program's own weights twice."""
+    for name in NAMES:
+        rng = np.random.default_rng((grading_seed, 150 + NAMES.index(name)))
+        cases = [{"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng), "kernels": []},
+                 {"args": oracle.inputs_of(name, rng, wide=True), "state": oracle.state_of(name, rng, wide=True),
+                  "kernels": []},
+                 {"args": oracle.inputs_of(name, rng), "state": None, "kernels": [], "twice": True}]
+        run_cases(student, name, cases, "run_program")
 
 
 @pytest.mark.weight(2)
@@ -64,6 +80,8 @@ def test_boundaries_and_state_left_alone(student):
                   "kernels": oracle.kernels_of(name, rng, 1)} for sizes in ends]
         cases.append({"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng),
                       "kernels": oracle.kernels_of(name, rng, 1), "twice": True})
+        cases.append({"args": oracle.inputs_of(name, rng), "state": None, "kernels": oracle.kernels_of(name, rng, 1),
+                      "twice": True})
         run_cases(student, name, cases, "run_program")
 
 
@@ -75,7 +93,7 @@ def test_guards(student, name):
     rng = case_rng(300 + NAMES.index(name))
     bad = oracle.bad_shapes(name, rng)
     arrays = [oracle.arrays_for(name, shapes, rng) for shapes, _ in bad]
-    good = [oracle.inputs_of(name, rng) for _ in range(2)]
+    good = [oracle.inputs_of(name, rng), oracle.inputs_of(name, rng, wide=True)]
     data = oracle.program_bytes(name)
     checked = replies.list_of(student.run("lab11.scenarios:check_inputs", data, [{"args": a} for a in arrays + good]),
                               f"check_inputs's results on the {name} program", len(arrays) + len(good))
@@ -94,5 +112,5 @@ def test_guards(student, name):
         assert err is None, f"{label}: raised {err and err['error']}: {err and err['message'][:200]}"
         c = replies.dict_of(c, {"returned"}, label)
         assert c["returned"] is None, f"{label}: should return None, returned {c['returned']}"
-    run_cases(student, name, [{"args": a, "state": oracle.state_of(name, rng), "kernels": oracle.kernels_of(name, rng, 1)}
-                              for a in good], "run_program")
+    run_cases(student, name, [{"args": a, "state": oracle.state_of(name, rng, wide=a[0].dtype == np.float64),
+                               "kernels": oracle.kernels_of(name, rng, 1)} for a in good], "run_program")

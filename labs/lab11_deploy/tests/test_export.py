@@ -116,3 +116,15 @@ def test_user_input_mutation(lab):
     assert mutations == {}, f"Doubler mutates no buffer: mutations should be {{}}, got {list(mutations)}"
     assert x.tolist() == [[2.0, 4.0]], f"x should be doubled in place as eager mode would, got {x.tolist()}"
     assert out.tolist() == [[2.0, 6.0, 9.0]], f"cumsum of cat([2x, y]) should be [[2, 6, 9]], got {out.tolist()}"
+
+
+def test_float64_state_runs_in_float64(lab):
+    ep, _ = programs()
+    torch.manual_seed(4)
+    state = {"lin.weight": torch.randn(3, 4, dtype=torch.float64), "lin.bias": torch.randn(3, dtype=torch.float64),
+             "seen": torch.zeros(3, dtype=torch.float64), "scale": torch.ones(3, dtype=torch.float64)}
+    x, y = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+    (out, mean), mutations = lab.run_program(ep, (x, y), state)
+    want = torch.relu(x @ state["lin.weight"].T + state["lin.bias"]) + y
+    assert out.dtype == torch.float64, f"float64 weights and inputs should give a float64 output, got {out.dtype}"
+    assert torch.allclose(out, want), "the float64 output differs from the operators run on the given tensors"
