@@ -134,7 +134,9 @@ STORAGE_DTYPES = {
 # changes `ep.state_dict`'s buffers in place (try it below). And its guards check a lower bound only when it is above
 # 2 (`_get_input_guards_for_graph` in `torch/export/_unlift.py`): a dimension exported with
 # `Dim("b", min=2, max=8)` has the range `[2, 8]`, yet `ep.module()` runs a batch of 1 (predict
-# what it returns for a batch of 0). Your guards check the range as written: `[2, 8]` refuses 1.
+# what it returns for a batch of 0). Nor do they check the number of dimensions: an input with an
+# extra one runs whenever the operators happen to broadcast it. Your guards check the range as
+# written (`[2, 8]` refuses 1) and the number of dimensions.
 #
 # You may loop over the nodes yourself or subclass `torch.fx.Interpreter`; either way, binding,
 # kernels, guards and mutations are yours.
@@ -251,6 +253,7 @@ print([tuple(t.shape) for t in outputs], {k: v for k, v in mutations.items()})
 print("same as ep.module():", torch.allclose(outputs[0], ep.module()(x)[0]))
 # Predict: did that call of ep.module() change ep.state_dict["seen"]? Did run_program?
 print("ep.state_dict['seen'] now:", ep.state_dict["seen"])
+print("ep.module() on a batch of 1 (outside [2, 8]):", ep.module()(torch.randn(1, 4))[1])
 
 # Predict: what does a kernel table that replaces relu by a leaky relu change?
 leaky = {torch.ops.aten.relu.default: lambda t: torch.where(t > 0, t, 0.1 * t)}

@@ -112,7 +112,10 @@ def _guards(ref, rng):
     spec_ok = oracle.guard_violation(name, shapes) is None
     module_ok = oracle.guard_violation(name, shapes, module_rules=True) is None
     assert lab_ok == spec_ok, f"{name} {shapes} ({what}): the reference {'accepts' if lab_ok else 'refuses'}"
-    # where they differ (a size below a lower bound of 2 or less) the lab deliberately refuses what ep.module() runs
+    # where they differ (a size below a lower bound of 2 or less) the lab deliberately refuses what ep.module() runs;
+    # ep.module() does not check the number of dimensions at all (an extra one runs, or fails in an operator)
+    if "dimension too many" in what:
+        return
     assert torch_ok == module_ok, f"{name} {shapes} ({what}): ep.module() {'accepts' if torch_ok else 'refuses'}"
 
 

@@ -551,7 +551,7 @@ def encode(o):
         values = t.to(torch.float32) if t.dtype in (torch.bfloat16, torch.float16) else t
         return {"tensor": values.contiguous().numpy().copy(), "dtype": str(t.dtype).replace("torch.", ""),
                 "size": list(t.shape), "stride": list(t.stride()), "offset": int(t.storage_offset()),
-                "requires_grad": bool(t.requires_grad)}
+                "requires_grad": bool(o.requires_grad)}
     if isinstance(o, collections.OrderedDict):
         return {"odict": [[encode(k), encode(v)] for k, v in o.items()]}
     if isinstance(o, dict):

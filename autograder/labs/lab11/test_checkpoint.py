@@ -33,7 +33,10 @@ def check_all(student, archives, what):
 def drawn(rng, obj, big=None, folder=None):
     big = bool(rng.random() < 0.3) if big is None else big
     folder = folder or ["archive", "model", "ckpt_" + str(int(rng.integers(100)))][int(rng.integers(3))]
-    data, index = oracle.write_archive(obj, oracle.random_keys(rng), big=big, folder=folder)
+    keys = oracle.random_keys(rng)
+    data, index = oracle.write_archive(obj, keys, big=big, folder=folder)
+    if not index:  # every drawn archive holds a tensor, so that its index names a drawn key
+        data, index = oracle.write_archive([obj, oracle.random_tensor(rng, shape=(2,))], keys, big=big, folder=folder)
     return data, index, folder + ".pt"
 
 
