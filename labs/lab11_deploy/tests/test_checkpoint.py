@@ -25,13 +25,14 @@ def rewritten(path, change):
     return out
 
 
-def expect(lab, exc, path, what):
+def expect(lab, exc, path, what, names=None):
     cls = getattr(lab, exc)
     try:
         lab.load_checkpoint(path)
     except NotImplementedError:
         raise
-    except cls:
+    except cls as e:
+        assert names is None or names in str(e), f"{what}: the {exc}'s message should name {names!r}, got {e}"
         return
     except Exception as e:  # noqa: BLE001 - the type is the point
         pytest.fail(f"{what} should raise {exc}, got {type(e).__name__}: {e}", pytrace=False)
@@ -60,6 +61,7 @@ def same(got, want, where="obj"):
 def test_same_as_torch_load(lab, tmp_path):
     w = torch.arange(12.0).reshape(3, 4)
     obj = {"sd": collections.OrderedDict(w=w, wt=w.t(), row=w[1, 1:]), "h": torch.ones(2, 2, dtype=torch.bfloat16),
+           "trainable": torch.zeros(3).requires_grad_(),
            "mask": torch.tensor([True, False]), "step": 3, "names": ["a", None, 1.5], "pair": (torch.tensor(7), torch.zeros(0, 3))}
     path = saved(obj, tmp_path)
     got, index = lab.load_checkpoint(path)
@@ -104,9 +106,9 @@ def test_allow_list(lab, tmp_path):
     evil = os.path.join(tmp_path, "evil.pt")
     with open(evil, "wb") as f:
         f.write(buf.getvalue())
-    expect(lab, "UnsafeCheckpointError", evil, "a checkpoint that calls os.system")
+    expect(lab, "UnsafeCheckpointError", evil, "a checkpoint that calls os.system", f"{os.system.__module__}.system")
     expect(lab, "UnsafeCheckpointError", saved({"shape": torch.Size([2, 3])}, tmp_path, "size.pt"),
-           "a checkpoint holding a torch.Size (torch.load accepts it; the lab's allow-list does not)")
+           "a checkpoint holding a torch.Size (torch.load accepts it; the lab's allow-list does not)", "torch.Size")
     got, _ = lab.load_checkpoint(saved({"shape": [2, 3]}, tmp_path, "list.pt"))
     assert got == {"shape": [2, 3]}, f"a plain list should load, got {got!r}"
 
@@ -119,3 +121,9 @@ def test_corrupt(lab, tmp_path):
            "an archive whose storage 0 lost its last 3 bytes")
     expect(lab, "CorruptCheckpointError", rewritten(path, lambda n, d: b"middle" if n.endswith("/byteorder") else d),
            "an archive with byte order 'middle'")
+    expect(lab, "CorruptCheckpointError", rewritten(path, lambda n, d: None if n.endswith("/data.pkl") else d),
+           "an archive without data.pkl")
+    not_zip = os.path.join(tmp_path, "notes.txt")
+    with open(not_zip, "w") as f:
+        f.write("not a checkpoint")
+    expect(lab, "CorruptCheckpointError", not_zip, "a text file")

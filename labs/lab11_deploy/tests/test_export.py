@@ -41,12 +41,13 @@ def programs():
     return scaled, doubler
 
 
-def guard_error(lab, fn, what):
+def guard_error(lab, fn, what, names=None):
     try:
         fn()
     except NotImplementedError:
         raise
-    except lab.GuardError:
+    except lab.GuardError as exc:
+        assert names is None or names in str(exc), f"{what}: the GuardError's message should name the input {names!r}, got {exc}"
         return
     except Exception as exc:  # noqa: BLE001 - the type is the point
         pytest.fail(f"{what} should raise GuardError, got {type(exc).__name__}: {exc}", pytrace=False)
@@ -100,9 +101,10 @@ def test_guards(lab):
     ep, doubler = programs()
     assert lab.check_inputs(ep, (torch.randn(2, 4), torch.randn(2, 3))) is None, "a batch of 2 is in [2, 8]: no error"
     assert lab.check_inputs(ep, (torch.randn(8, 4), torch.randn(8, 3))) is None, "a batch of 8 is in [2, 8]: no error"
-    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(9, 4), torch.randn(9, 3))), "a batch of 9 (range [2, 8])")
-    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(1, 4), torch.randn(1, 3))), "a batch of 1 (range [2, 8])")
-    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(4, 5), torch.randn(4, 3))), "x with 5 columns (exported for 4)")
+    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(9, 4), torch.randn(9, 3))), "a batch of 9 (range [2, 8])", "x")
+    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(1, 4), torch.randn(1, 3))), "a batch of 1 (range [2, 8])", "x")
+    guard_error(lab, lambda: lab.run_program(ep, (torch.randn(4, 5), torch.randn(4, 3))), "x with 5 columns (exported for 4)", "x")
+    guard_error(lab, lambda: lab.check_inputs(ep, (torch.randn(4, 4), torch.randn(4, 3, 1))), "y with an extra dimension", "y")
     guard_error(lab, lambda: lab.run_program(ep, (torch.randn(4, 4), torch.randn(5, 3))), "x and y with batches 4 and 5 (one Dim)")
     guard_error(lab, lambda: lab.run_program(ep, (torch.randn(4, 4),)), "one input to a program of two")
     guard_error(lab, lambda: lab.run_program(doubler, (torch.randn(7, 2), torch.randn(7, 3))), "7 rows (range [0, 6])")
