@@ -401,6 +401,24 @@ class Forbidden:
         return (self.fn, self.args)
 
 
+class BadPid:
+    """Writers whose persistent ids break the lab's rule in one way each (the storage members stay in place)."""
+
+    @staticmethod
+    def writer(kind):
+        class Writer(_Writer):
+            def persistent_id(self, obj):
+                pid = super().persistent_id(obj)
+                if pid is None:
+                    return None
+                if kind == "int key":
+                    return (pid[0], pid[1], int(pid[2]), pid[3], pid[4])
+                if kind == "list":
+                    return list(pid)
+                return ("module", *pid[1:])
+        return Writer
+
+
 class _Writer(pickle.Pickler):
     def __init__(self, file, name_key):
         super().__init__(file, protocol=2)
@@ -439,17 +457,20 @@ def storage_bytes(st, dtype, big):
     return data
 
 
-def write_archive(obj, keys=None, big=False, folder="archive", change=None):
+def write_archive(obj, keys=None, big=False, folder="archive", change=None, order=None, writer_class=None):
     """(archive bytes, index as the writer made it). keys(k) names the k-th storage (default str(k));
-    change(member, bytes) -> bytes or None edits a member (None drops it)."""
+    change(member, bytes) -> bytes or None edits a member (None drops it); order (a numpy Generator) shuffles the
+    members (torch.save writes data.pkl first; nothing requires it)."""
     buf = io.BytesIO()
-    writer = _Writer(buf, keys or str)
+    writer = (writer_class or _Writer)(buf, keys or str)
     writer.dump(obj)
     members = [("data.pkl", buf.getvalue()), (".format_version", b"1"), (".storage_alignment", b"64"),
                ("byteorder", b"big" if big else b"little")]
     for key, st, dtype in writer.storages.values():
         members.append((f"data/{key}", storage_bytes(st, dtype, big)))
     members += [("version", b"3\n"), (".data/serialization_id", b"0" * 40)]
+    if order is not None:
+        members = [members[int(i)] for i in order.permutation(len(members))]
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for member, data in members:
@@ -495,8 +516,8 @@ def views_of(rng, base):
     if base.dim() >= 1 and base.shape[-1] > 1:
         out.append(base[..., ::2])
         out.append(base.select(-1, int(rng.integers(base.shape[-1]))))
-    if base.dim() == 1 and base.numel() == 1:
-        out.append(base.expand(3))
+    if base.dim() == 2:
+        out.append(base[:, :1].expand(base.shape[0], 3))  # stride 0 along the expanded dimension
     return out
 
 

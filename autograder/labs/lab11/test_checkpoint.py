@@ -34,9 +34,10 @@ def drawn(rng, obj, big=None, folder=None):
     big = bool(rng.random() < 0.3) if big is None else big
     folder = folder or ["archive", "model", "ckpt_" + str(int(rng.integers(100)))][int(rng.integers(3))]
     keys = oracle.random_keys(rng)
-    data, index = oracle.write_archive(obj, keys, big=big, folder=folder)
+    data, index = oracle.write_archive(obj, keys, big=big, folder=folder, order=rng)
     if not index:  # every drawn archive holds a tensor, so that its index names a drawn key
-        data, index = oracle.write_archive([obj, oracle.random_tensor(rng, shape=(2,))], keys, big=big, folder=folder)
+        data, index = oracle.write_archive([obj, oracle.random_tensor(rng, shape=(2,))], keys, big=big, folder=folder,
+                                           order=rng)
     return data, index, folder + ".pt"
 
 
@@ -143,6 +144,17 @@ def test_corrupt_archives(student):
     base = oracle.random_tensor(rng, torch.float32, (4,))
     past = base[int(rng.integers(1, 4)):]
     bad.append((_past_end(past, keys), "a tensor that reaches past the end of its storage"))
+    head = oracle.random_tensor(rng, torch.float32, (int(rng.integers(6, 10)),))
+    cut = int(rng.integers(1, 3))
+    bad.append((oracle.write_archive([head[:2]], keys, change=_truncate(keys(0), 4 * cut))[0],
+                "a storage short of whole elements its tensor does not use"))
+    small = {"t": oracle.random_tensor(rng, torch.float32, (3,))}
+    for kind in ("int key", "list", "module"):
+        pid_keys = str if kind == "int key" else keys
+        bad.append((oracle.write_archive(small, pid_keys, writer_class=oracle.BadPid.writer(kind))[0],
+                    f"a persistent id that is not ('storage', class, str key, location, int numel) ({kind})"))
+    bad.append((oracle.write_archive(obj, keys, change=lambda m, d: d[:len(d) // 2] if m == "data.pkl" else d)[0],
+                "a data.pkl cut in half"))
     good = [drawn(rng, {"all": [oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES]}, big=big) for big in (True, False)]
     old, old_index = oracle.write_archive([oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES], keys,
                                           change=lambda m, d: None if m == "byteorder" else d)
