@@ -1,0 +1,1 @@
+# IPT-CANARY lab11 __init__.py: hidden grading text, never shown to learners

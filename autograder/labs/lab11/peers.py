@@ -1,0 +1,351 @@
+# IPT-CANARY lab11 peers.py: hidden grading text, never shown to learners
+"""Peer-suite cases of lab11 (export and deploy), run against the reference solution in P0.
+
+The cases are our own, written as small functions. They are *modelled on* public test suites written by
+others, and the oracle of each case is PyTorch itself (no code or prose of those suites is copied; each group
+names the tests that gave the idea):
+
+* PyTorch `test/export/test_export.py` (`test_basic`, `test_buffer_util` / tests of modules that mutate their
+  buffers in forward, `test_mutate_input` style user-input mutation, `test_export_dynamic_dim_range` style
+  `Dim(min=, max=)` constraints and their guard errors, `test_multiple_outputs` / tuple outputs,
+  `test_constant_tensor` lifted constants, `test_export_with_kwargs`-style keyword operators) and
+  `test/export/test_unflatten.py`'s runs of `ep.module()`: run_program and check_inputs against `ep.module()`;
+* PyTorch `test/test_serialization.py` (`test_serialization_offset`, `test_serialization_storage_slice`-style
+  views sharing one storage, `test_empty_storage`-style size-0 tensors, `test_serialization_byteorder_mark`
+  and the big-endian archives of `test_serialization_load_bom_data_*`, `test_weights_only_assert` (a pickle
+  that calls os.system / eval is refused), `test_serialization_dtypes`-style every-dtype round trips,
+  `test_serialization_zipfile` with file objects and paths, `test_meta_serialization`-free CPU cases):
+  load_checkpoint against `torch.load(weights_only=True)`.
+
+Where the lab's spec deliberately differs from PyTorch (ep.module() lets a size below a lower bound of 2 or
+less through; torch.load accepts torch.Size, dtypes, devices, Parameters, sets and Counters), the case asserts
+the library's own behaviour as a fact of torch 2.13 beside the lab's, so a change in torch shows up here.
+
+    run()   # -> number of cases; raises AssertionError listing every disagreement
+"""
+from __future__ import annotations
+
+import collections
+import io
+import os
+import tempfile
+import warnings
+
+import torch
+from torch import nn
+from torch.export import Dim, export
+
+from autograder.engine.peer_suite import Suite
+
+SUITE = Suite("lab11")
+CASES, case, reference = SUITE.cases, SUITE.case, SUITE.reference
+
+
+def _export(model, args, dynamic_shapes=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return export(model, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+
+
+def _same(got, want, what):
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: output {k} {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
+        assert torch.allclose(g.double(), w.double(), atol=1e-6), f"{what}: output {k} values"
+
+
+def _vs_module(ref, ep, args, what):
+    """run_program (first, with ep's untouched state) against ep.module() (which then mutates ep.state_dict)."""
+    mine = [a.clone() for a in args]
+    with torch.no_grad():
+        outputs, mutations = ref.run_program(ep, tuple(mine))
+        module = ep.module()
+        want = module(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    _same(outputs, want, what)
+    for fqn, value in mutations.items():
+        assert torch.allclose(value.double(), module.get_buffer(fqn).double()), f"{what}: buffer {fqn}"
+    for g, w in zip(mine, args, strict=True):
+        assert torch.equal(g, w), f"{what}: a user input after the call"
+    return mutations
+
+
+def _guard(ref, ep, args, what):
+    try:
+        ref.check_inputs(ep, tuple(args))
+    except ref.GuardError:
+        return
+    raise AssertionError(f"{what}: check_inputs accepted it")
+
+
+# =================================================================================================
+# Part export. Modelled on test_export.py: test_basic (one call of a plain function), buffers mutated in
+# forward, user-input mutation, Dim(min, max) ranges and their failures, several outputs, lifted constants,
+# keyword-argument operators; ep.module() is the oracle.
+# =================================================================================================
+class _Basic(nn.Module):
+    def forward(self, x, y):
+        return x.sin() + y.cos()
+
+
+@case("export", "a plain function of two inputs (test_basic): outputs, no mutations")
+def _check(ref):
+    args = (torch.randn(3, 4), torch.randn(3, 4))
+    ep = _export(_Basic(), args)
+    assert _vs_module(ref, ep, args, "basic") == {}, "basic: a program that mutates nothing reports mutations"
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("running", torch.zeros(4))
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.calls.add_(1)
+        self.running.mul_(0.9).add_(x.mean(0) * 0.1)
+        return self.lin(x) - self.running
+
+
+@case("export", "buffers mutated in forward, an int64 counter among them: the new values in output order")
+def _check(ref):
+    torch.manual_seed(0)
+    args = (torch.randn(5, 4),)
+    ep = _export(_Counter(), args, ({0: Dim("b", min=3, max=10)},))
+    mutations = _vs_module(ref, ep, args, "counter")
+    order = [s.target for s in ep.graph_signature.output_specs if s.kind.name == "BUFFER_MUTATION"]
+    assert list(mutations) == order, f"counter: mutations in {list(mutations)}, the output tuple has {order}"
+    _guard(ref, ep, (torch.randn(2, 4),), "counter with a batch of 2 (min 3)")
+    _guard(ref, ep, (torch.randn(11, 4),), "counter with a batch of 11 (max 10)")
+    for bad in (torch.randn(2, 4), torch.randn(11, 4)):  # min 3 > 2: ep.module() checks both ends here
+        try:
+            ep.module()(bad)
+        except AssertionError:
+            continue
+        raise AssertionError(f"ep.module() ran a batch of {bad.shape[0]} outside [3, 10]")
+
+
+class _Inplace(nn.Module):
+    def forward(self, x, y):
+        x.add_(y)
+        y.mul_(2)
+        return x * y
+
+
+@case("export", "two user inputs mutated in place (test_mutate_input style): written back to the caller's tensors")
+def _check(ref):
+    args = (torch.randn(2, 3), torch.randn(2, 3))
+    ep = _export(_Inplace(), tuple(a.clone() for a in args))
+    _vs_module(ref, ep, [a.clone() for a in args], "in place")
+
+
+class _Ranges(nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x, y], 0).relu().sum(0, keepdim=True), x.shape[0] * y
+
+
+@case("export", "Dim ranges on two inputs: ends accepted, every violation refused; ep.module() skips lower bounds <= 2")
+def _check(ref):
+    ep = _export(_Ranges(), (torch.randn(3, 4), torch.randn(2, 4)),
+                 ({0: Dim("a", min=2, max=6)}, {0: Dim("c", min=1, max=5)}))
+    for a, c in ((2, 1), (6, 5), (4, 3)):
+        _vs_module(ref, ep, (torch.randn(a, 4), torch.randn(c, 4)), f"ranges at ({a}, {c})")
+    for a, c in ((7, 2), (3, 6), (1, 2), (3, 0)):
+        _guard(ref, ep, (torch.randn(a, 4), torch.randn(c, 4)), f"ranges at ({a}, {c})")
+    _guard(ref, ep, (torch.randn(3, 5), torch.randn(2, 4)), "a static size changed")
+    with torch.no_grad():  # the documented difference: ep.module() does not check lower bounds of 2 or less
+        ep.module()(torch.randn(1, 4), torch.randn(2, 4))
+        ep.module()(torch.randn(3, 4), torch.randn(0, 4))
+
+
+class _Consts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.arange(6.0).reshape(2, 3)
+        self.w = nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x):
+        vals, idx = torch.max(x @ self.w + self.table, dim=-1)
+        return vals, idx, torch.full_like(x, 2.0, dtype=torch.float64).sum()
+
+
+@case("export", "a lifted constant, a multi-result operator (getitem), keyword arguments, int64 and float64 outputs")
+def _check(ref):
+    torch.manual_seed(1)
+    args = (torch.randn(2, 3),)
+    ep = _export(_Consts(), args)
+    assert ep.graph_signature.inputs_to_lifted_tensor_constants, "the model should have a lifted constant"
+    _vs_module(ref, ep, args, "constants")
+    state = {**ep.state_dict, **ep.constants}
+    state = {k: v + 1 for k, v in state.items()}
+    with torch.no_grad():
+        outputs, _ = ref.run_program(ep, args, state)
+        want = torch.max(args[0] @ state["w"] + state["table"], dim=-1)
+    assert torch.allclose(outputs[0], want.values) and torch.equal(outputs[1], want.indices), "constants with the caller's state"
+
+
+class _Norm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        return self.bn(x).flatten(1).softmax(-1)
+
+
+@case("export", "BatchNorm2d in training mode, dynamic batch: running statistics and the tracked-batch counter")
+def _check(ref):
+    torch.manual_seed(2)
+    model = _Norm().train()
+    ep = _export(model, (torch.randn(4, 3, 2, 2),), ({0: Dim("n", min=2, max=8)},))
+    mutations = _vs_module(ref, ep, (torch.randn(5, 3, 2, 2),), "batchnorm")
+    assert set(mutations) == {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}, list(mutations)
+
+
+# =================================================================================================
+# Part checkpoint. Modelled on test_serialization.py: offsets and storage slices, empty storages, every dtype,
+# byte-order marks and big-endian archives, weights_only refusals, paths vs file objects; torch.load is the
+# oracle.
+# =================================================================================================
+def _path(data, name="f.pt"):
+    path = os.path.join(tempfile.mkdtemp(), name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _saved(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _tree_equal(got, want, where="obj"):
+    assert type(got) is type(want), f"{where}: {type(got).__name__} vs {type(want).__name__}"
+    if isinstance(want, torch.Tensor):
+        assert (got.dtype, got.shape, got.stride(), got.storage_offset(), got.requires_grad) == (
+            want.dtype, want.shape, want.stride(), want.storage_offset(), want.requires_grad), f"{where}: layout"
+        assert torch.equal(got, want) or (got.is_floating_point() and torch.equal(got.isnan(), want.isnan())), f"{where}: values"
+    elif isinstance(want, dict):
+        assert list(got) == list(want), f"{where}: keys"
+        for k in want:
+            _tree_equal(got[k], want[k], f"{where}[{k!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), f"{where}: length"
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
+            _tree_equal(g, w, f"{where}[{k}]")
+    else:
+        assert got == want, f"{where}: {got!r} vs {want!r}"
+
+
+def _vs_load(ref, obj, what):
+    data = _saved(obj)
+    got, index = ref.load_checkpoint(_path(data))
+    _tree_equal(got, torch.load(io.BytesIO(data), weights_only=True), what)
+    return got, index
+
+
+@case("checkpoint", "storage offsets and slices (test_serialization_offset / storage slices): views keep their offsets")
+def _check(ref):
+    base = torch.arange(20.0)
+    got, index = _vs_load(ref, [base[3:9], base[10:].view(2, 5), 7, base[::3]], "offsets")
+    assert [e["offset"] for e in index] == [3, 10, 0], [e["offset"] for e in index]
+    assert len({e["key"] for e in index}) == 1, "three views of one tensor should share one storage key"
+    got[0][0] = -1.0
+    assert got[3][1] == -1.0, "base[3] is shared by base[3:9] and base[::3] after loading"
+
+
+@case("checkpoint", "empty storages and 0-d tensors (test_empty_storage style)")
+def _check(ref):
+    _vs_load(ref, {"empty": torch.zeros(0), "matrix": torch.ones(0, 5, dtype=torch.int32), "scalar": torch.tensor(2.5),
+                   "flag": torch.tensor(True)}, "empty")
+
+
+@case("checkpoint", "every storage dtype round-trips (test_serialization_dtypes style), NaN and infinities included")
+def _check(ref):
+    values = [torch.tensor([1.5, float("nan"), float("inf"), -0.0], dtype=d) for d in
+              (torch.float64, torch.float32, torch.float16, torch.bfloat16)]
+    values += [torch.tensor([-3, 0, 7], dtype=d) for d in (torch.int64, torch.int32, torch.int16, torch.int8)]
+    values += [torch.tensor([0, 255], dtype=torch.uint8), torch.tensor([True, False])]
+    _vs_load(ref, values, "dtypes")
+
+
+@case("checkpoint", "a module's state_dict (an OrderedDict), tied weights sharing one storage")
+def _check(ref):
+    model = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5))
+    model[1].weight = model[0].weight  # tied, as language models tie input and output embeddings
+    got, index = _vs_load(ref, model.state_dict(), "state_dict")
+    assert isinstance(got, collections.OrderedDict), "a state_dict loads as an OrderedDict"
+    assert got["0.weight"].untyped_storage().data_ptr() == got["1.weight"].untyped_storage().data_ptr(), "tied weights"
+
+
+@case("checkpoint", "big-endian archives (test_serialization_load_bom_data style): values as written on a big-endian machine")
+def _check(ref):
+    from autograder.labs.lab11 import oracle
+    obj = [torch.tensor([1.0, -2.5], dtype=torch.float64), torch.tensor([1, -2], dtype=torch.int32),
+           torch.tensor([0.5], dtype=torch.bfloat16), torch.tensor([True])]
+    data, _ = oracle.write_archive(obj, big=True)
+    got, _ = ref.load_checkpoint(_path(data))
+    _tree_equal(got, torch.load(io.BytesIO(data), weights_only=True), "big-endian")
+    _tree_equal(got, obj, "big-endian vs the saved tensors")
+
+
+@case("checkpoint", "a pickle that calls os.system or eval is refused (test_weights_only_assert), as torch.load refuses it")
+def _check(ref):
+    import builtins
+
+    class Bad:
+        def __init__(self, fn, arg):
+            self.fn, self.arg = fn, arg
+
+        def __reduce__(self):
+            return (self.fn, (self.arg,))
+    for fn, arg in ((os.system, "true"), (builtins.eval, "1")):
+        data = _saved({"x": Bad(fn, arg)})
+        try:
+            ref.load_checkpoint(_path(data))
+        except ref.UnsafeCheckpointError:
+            pass
+        else:
+            raise AssertionError(f"{fn.__name__}: loaded")
+        try:
+            torch.load(io.BytesIO(data), weights_only=True)
+        except Exception:  # noqa: BLE001 - torch refuses it too
+            continue
+        raise AssertionError(f"torch.load(weights_only=True) accepted {fn.__name__}")
+
+
+@case("checkpoint", "globals torch.load's allow-list has and the lab's does not: Size, dtype, device, Parameter")
+def _check(ref):
+    for obj, name in ((torch.Size([1, 2]), "torch.Size"), (torch.int8, "torch.int8"), (torch.device("cpu"), "torch.device"),
+                      (nn.Parameter(torch.ones(1)), "torch._utils._rebuild_parameter")):
+        data = _saved({"x": obj})
+        torch.load(io.BytesIO(data), weights_only=True)  # the library accepts it
+        try:
+            ref.load_checkpoint(_path(data))
+        except ref.UnsafeCheckpointError as exc:
+            assert name in str(exc), f"{name} not named in {exc}"
+        else:
+            raise AssertionError(f"{name}: loaded")
+
+
+@case("checkpoint", "a file saved to a path keeps its folder name (the file's stem), not archive/")
+def _check(ref):
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "weights_v2.pt")
+    torch.save({"w": torch.ones(2, 2)}, path)
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        assert any(n.startswith("weights_v2/") for n in z.namelist()), z.namelist()
+    got, _ = ref.load_checkpoint(path)
+    _tree_equal(got, torch.load(path, weights_only=True), "path")
+
+
+def run() -> int:
+    """Every case against the reference; raises AssertionError listing every disagreement."""
+    return SUITE.run()
+
+
+if __name__ == "__main__":
+    print(run(), "peer cases agree")

@@ -1,0 +1,190 @@
+# IPT-CANARY lab11 scenarios.py: hidden grading text, never shown to learners
+"""lab11 scenarios: run on the student side (P1), against the learner's module `sub`.
+
+Programs arrive as the bytes of torch.export.save (P0 exported them); checkpoints as the bytes of an archive
+P0 wrote. Each scenario takes a list of cases and answers one reply per case; an exception in one case becomes
+{"error": type name, "message": ...} for that case.
+
+Trust: these functions only build inputs, call the learner's code and return what it produced, as plain data.
+P0 compares it with its own oracle (torch.fx.Interpreter with P0's kernel table, torch.load); nothing here
+reports how a value was computed.
+"""
+import collections
+import io
+import os
+import tempfile
+
+import numpy as np
+import torch
+
+_programs = {}
+
+
+def _error(exc):
+    return {"error": type(exc).__name__, "message": str(exc)[:300]}
+
+
+def _program(data):
+    key = (len(data), bytes(data[:64]).hex(), bytes(data[-64:]).hex())
+    if key not in _programs:
+        _programs[key] = torch.export.load(io.BytesIO(np.asarray(data, np.uint8).tobytes()))
+    return _programs[key]
+
+
+def _op(name):
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def _kernel(fn, kind, c):
+    def run(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out * c if kind == "scale" else out + c
+    return run
+
+
+def _tensor(t):
+    if not isinstance(t, torch.Tensor):
+        return {"values": None, "dtype": type(t).__name__}
+    t = t.detach()
+    values = t.to(torch.float32) if t.dtype in (torch.bfloat16, torch.float16) else t
+    return {"values": values.contiguous().numpy().copy(), "dtype": str(t.dtype).replace("torch.", "")}
+
+
+def _run_reply(outputs, mutations, args):
+    return {"outputs": [_tensor(o) for o in outputs] if isinstance(outputs, (tuple, list)) else repr(type(outputs)),
+            "mutations": [[str(k), _tensor(v)] for k, v in mutations.items()] if isinstance(mutations, dict)
+            else repr(type(mutations)),
+            "inputs": [_tensor(a) for a in args]}
+
+
+# -- part export -----------------------------------------------------------------------------------------------
+def run_program(sub, program, cases):
+    """Each case: args (numpy), state (FQN -> numpy, or None), kernels ([op, kind, c]), twice (run twice with
+    the same state: the reply holds both runs)."""
+    ep = _program(program)
+    results = []
+    for case in cases:
+        try:
+            state = None if case.get("state") is None else {k: torch.from_numpy(np.array(v, copy=True))
+                                                            for k, v in case["state"].items()}
+            kernels = {_op(op): _kernel(_op(op), kind, c) for op, kind, c in case.get("kernels") or []}
+            replies = []
+            for _ in range(2 if case.get("twice") else 1):
+                args = tuple(torch.from_numpy(np.array(a, copy=True)) for a in case["args"])
+                with torch.no_grad():
+                    outputs, mutations = sub.run_program(ep, args, **({} if state is None else {"state": state}),
+                                                         **({"kernels": kernels} if kernels else {}))
+                replies.append(_run_reply(outputs, mutations, args))
+            results.append(replies if case.get("twice") else replies[0])
+        except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+            results.append(_error(exc))
+    return results
+
+
+def check_inputs(sub, program, cases):
+    """Each case: shapes; the reply is None (accepted), an error, or what check_inputs returned instead."""
+    ep = _program(program)
+    results = []
+    for case in cases:
+        try:
+            args = tuple(torch.from_numpy(np.array(a, copy=True)) for a in case["args"])
+            got = sub.check_inputs(ep, args)
+            results.append({"returned": None if got is None else repr(type(got).__name__)})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results
+
+
+# -- part checkpoint -------------------------------------------------------------------------------------------
+def _encode(o):
+    if isinstance(o, torch.Tensor):
+        t = o.detach()
+        values = t.to(torch.float32) if t.dtype in (torch.bfloat16, torch.float16) else t
+        return {"tensor": values.contiguous().numpy().copy(), "dtype": str(t.dtype).replace("torch.", ""),
+                "size": list(t.shape), "stride": list(t.stride()), "offset": int(t.storage_offset()),
+                "requires_grad": bool(o.requires_grad)}
+    if isinstance(o, collections.OrderedDict):
+        return {"odict": [[_encode(k), _encode(v)] for k, v in o.items()]}
+    if isinstance(o, dict):
+        return {"dict": [[_encode(k), _encode(v)] for k, v in o.items()]}
+    if isinstance(o, list):
+        return {"list": [_encode(v) for v in o]}
+    if isinstance(o, tuple):
+        return {"tuple": [_encode(v) for v in o]}
+    if o is None or isinstance(o, (bool, int, float, str)):
+        return {"value": o}
+    return {"other": type(o).__name__[:60]}
+
+
+def _groups(o):
+    ptrs = []
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            st = x.untyped_storage()
+            ptrs.append(st.data_ptr() if st.nbytes() else None)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+    walk(o)
+    first = {}
+    return [-1 if p is None else first.setdefault(p, k) for k, p in enumerate(ptrs)]
+
+
+def _index(index):
+    if not isinstance(index, (list, tuple)):
+        return repr(type(index).__name__)
+    out = []
+    for entry in index:
+        if not isinstance(entry, dict):
+            out.append(repr(type(entry).__name__))
+            continue
+        dtype = entry.get("dtype")
+        out.append({"key": entry.get("key") if isinstance(entry.get("key"), str) else repr(entry.get("key")),
+                    "dtype": str(dtype).replace("torch.", "") if isinstance(dtype, torch.dtype) else repr(dtype),
+                    "offset": entry.get("offset") if isinstance(entry.get("offset"), int) else None,
+                    "size": [int(s) for s in entry.get("size")] if isinstance(entry.get("size"), (tuple, list, torch.Size)) else None,
+                    "stride": [int(s) for s in entry.get("stride")] if isinstance(entry.get("stride"), (tuple, list)) else None})
+    return out
+
+
+def load_checkpoint(sub, files):
+    """Each file: {"data": archive bytes, "name": file name}; the reply: obj, index and storage groups."""
+    folder = tempfile.mkdtemp()
+    results = []
+    for k, case in enumerate(files):
+        path = os.path.join(folder, case.get("name") or f"file{k}.pt")
+        with open(path, "wb") as f:
+            f.write(np.asarray(case["data"], np.uint8).tobytes())
+        try:
+            got = sub.load_checkpoint(path)
+            if not isinstance(got, tuple) or len(got) != 2:
+                results.append({"obj": {"other": type(got).__name__}, "index": [], "groups": []})
+                continue
+            obj, index = got
+            results.append({"obj": _encode(obj), "index": _index(index), "groups": _groups(obj)})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results
+
+
+def shared_write(sub, files):
+    """Each file holds a list whose first two tensors share a storage: write into the first, read the second."""
+    folder = tempfile.mkdtemp()
+    results = []
+    for k, case in enumerate(files):
+        path = os.path.join(folder, f"shared{k}.pt")
+        with open(path, "wb") as f:
+            f.write(np.asarray(case["data"], np.uint8).tobytes())
+        try:
+            obj, _ = sub.load_checkpoint(path)
+            first, second = obj[0], obj[1]
+            first.fill_(case["fill"])
+            results.append({"second": _tensor(second)})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results

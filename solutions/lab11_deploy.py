@@ -1,0 +1,468 @@
+# ---
+# jupyter:
+#   inside_pytorch:
+#     lab: lab11
+#     title: Export and deploy
+#   jupytext:
+#     notebook_metadata_filter: inside_pytorch,kernelspec
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false}
+# # Lab 11 — Export and deploy
+#
+# A trained model leaves Python as two artifacts: a **graph** of operations and a file of
+# **weights**. In this lab you write the two programs that a deployment runtime is built on, and the
+# graders compare them with PyTorch's own:
+#
+# | part | you build | points | hours, about |
+# |---|---|---|---|
+# | `export` | an interpreter for `torch.export` programs: the graph signature, a kernel table, buffer and input mutations, and the shape guards of dynamic dimensions | 50 | 3 |
+# | `checkpoint` | a safe reader of `torch.save` files: the zip layout, a restricted unpickler with an allow-list, shared storages and views, byte order | 50 | 2.5 |
+#
+# The hours are a rough guide for a learner who has worked through lectures 9.1 (export) and
+# 9.4 (checkpoints and data): about 5.5 in all.
+#
+# **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
+# `check("...")` cell: a few public tests compare you with PyTorch. The hidden graders use more and
+# different programs, weights, inputs and files, so a green `check` is a good sign, not a guarantee.
+#
+# Ground rules. Any PyTorch operation is fair: you write the *interpreter* and the *reader*, not
+# the operators. Where this lab's rules differ from what `ExportedProgram.module()` or
+# `torch.load` does, the rules are stated below, and the graders check them; a submission that hands
+# the work to those functions loses exactly those cases.
+
+# %% nbgrader={"grade": false, "grade_id": "notebook-setup", "locked": true, "schema_version": 3, "solution": false}
+from labkit import check
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import collections
+import pickle
+import zipfile
+from zipfile import BadZipFile
+
+import torch
+from torch.export import ExportedProgram
+
+
+class GuardError(Exception):
+    """An input the exported program was not exported for (part `export`)."""
+
+
+class UnsafeCheckpointError(Exception):
+    """A checkpoint that names a global outside the allow-list (part `checkpoint`)."""
+
+
+class CorruptCheckpointError(Exception):
+    """A checkpoint whose archive is not what torch.save writes (part `checkpoint`)."""
+
+
+# The storage classes a checkpoint may name, and the dtype each one stands for (part `checkpoint`).
+STORAGE_DTYPES = {
+    "DoubleStorage": torch.float64, "FloatStorage": torch.float32, "HalfStorage": torch.float16,
+    "BFloat16Storage": torch.bfloat16, "LongStorage": torch.int64, "IntStorage": torch.int32,
+    "ShortStorage": torch.int16, "CharStorage": torch.int8, "ByteStorage": torch.uint8,
+    "BoolStorage": torch.bool,
+}
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "export-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 1 — An interpreter for exported programs (50 points)
+#
+# `torch.export.export(model, args, dynamic_shapes=...)` traces a model into an **ExportedProgram**
+# `ep`, and `ep.run_decompositions()` lowers it to **Core ATen**, the small operator set that
+# runtimes such as ExecuTorch implement. The program is *functional*: its graph has no parameters
+# inside it and mutates nothing. Everything the model read from `self` arrives as a graph input,
+# and everything it wrote back leaves as a graph output. `ep.graph_signature` says which is which:
+#
+# * **Inputs.** The graph's `placeholder` nodes, in order. `sig.user_inputs` names the placeholders
+#   that take the caller's arguments, in argument order; `sig.inputs_to_parameters`,
+#   `sig.inputs_to_buffers` and `sig.inputs_to_lifted_tensor_constants` map the other placeholder
+#   names to the module's names (*FQNs*, such as `"bn.running_mean"`). Their values live in
+#   `ep.state_dict` (parameters and buffers) and `ep.constants` (lifted tensor constants).
+# * **Outputs.** The `output` node returns one flat tuple. `sig.buffers_to_mutate` maps an output
+#   node's name to the buffer it is the new value of; `sig.user_inputs_to_mutate` maps one to the
+#   user input it is the new value of; `sig.user_outputs` names the model's own results, in order.
+#   (`sig.output_specs` lists all of them in the tuple's order, each with its `kind`.)
+# * **Nodes.** Between them, `call_function` nodes whose `target` is an `OpOverload` such as
+#   `torch.ops.aten.addmm.default` (or `operator.getitem`, which picks one result of an operator
+#   that returns several). `node.args` and `node.kwargs` hold other nodes, Python values and lists
+#   of both; `torch.fx.node.map_arg(node.args, fn)` replaces every node in them by `fn(node)`.
+#
+# **What you write.** `run_program(ep, args, state=None, kernels=None)` runs the graph of `ep` on
+# the tuple of tensors `args` and returns `(outputs, mutations)`:
+#
+# 1. **Guards first**: `check_inputs(ep, args)` (below); a bad input never reaches a kernel.
+# 2. **Binding.** User inputs come from `args`. Parameters, buffers and constants come from `state`,
+#    a dict from FQN to tensor that holds all of them (`state=None` means
+#    `{**ep.state_dict, **ep.constants}`). `state` may hold other weights than `ep`'s own: the
+#    program is the same, the weights are the caller's. Bind the caller's tensors as they are (no
+#    copies, no conversions): float64 weights with float64 inputs run the program in float64, as
+#    calling the operators on them does.
+# 3. **Kernels.** `kernels` maps some `OpOverload`s to Python callables: a node whose target is in the
+#    table runs `kernels[target](*args, **kwargs)` instead of the operator itself. This is how a
+#    runtime plugs its own implementations in. Every other node calls its target.
+# 4. **Results.** `outputs` is a tuple of the user outputs, in `sig.user_outputs` order.
+#    `mutations` is a dict from buffer FQN to its new value, in the order the buffers appear in the
+#    output tuple. `state` itself is left alone: `run_program` never writes into its tensors (run
+#    it twice with the same `state`, and both runs see the same buffers). A **user input** the model
+#    mutated is written back into the caller's tensor (`args[i].copy_(new_value)`), as eager mode
+#    would have done.
+#
+# **Guards.** `check_inputs(ep, args)` raises `GuardError` unless `args` is what the program was
+# exported for, and returns `None` otherwise:
+#
+# * as many tensors as `sig.user_inputs`, each with as many dimensions as its placeholder's example
+#   value `node.meta["val"]`;
+# * each size of that example value is either an `int` (the input's size must equal it) or a
+#   `torch.SymInt` for a dynamic dimension. Its symbol is `size.node.expr` (the programs in this lab
+#   use plain symbols, never expressions like `2*s0`), and `ep.range_constraints[symbol]` is its
+#   range, with `.lower` and `.upper` (the upper bound may be `int_oo`, which is larger than every
+#   int). The input's size must lie in the range, bounds included, and every dimension with the same
+#   symbol must have the same size.
+#
+# The message of a `GuardError` names the user input (its placeholder name, e.g. `x`) it is about.
+#
+# Two differences from `ep.module()`, the runnable module `torch.export` gives you. It has no
+# kernel table, and it keeps its own weights: the very tensors of `ep.state_dict`, so running it
+# changes `ep.state_dict`'s buffers in place (try it below). And its guards check a lower bound only when it is above
+# 2 (`_get_input_guards_for_graph` in `torch/export/_unlift.py`): a dimension exported with
+# `Dim("b", min=2, max=8)` has the range `[2, 8]`, yet `ep.module()` runs a batch of 1 (predict
+# what it returns for a batch of 0). Nor do they check the number of dimensions: an input with an
+# extra one runs whenever the operators happen to broadcast it. Your guards check the range as
+# written (`[2, 8]` refuses 1) and the number of dimensions.
+#
+# You may loop over the nodes yourself or subclass `torch.fx.Interpreter`; either way, binding,
+# kernels, guards and mutations are yours.
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "export-solution", "locked": false, "schema_version": 3, "solution": true}
+def check_inputs(ep, args):
+    """Raise GuardError unless `args` fits the shapes `ep` was exported for."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 export-solution
+    sig = ep.graph_signature
+    placeholders = {node.name: node for node in ep.graph.nodes if node.op == "placeholder"}
+    names = list(sig.user_inputs)
+    if len(args) != len(names):
+        raise GuardError(f"the program takes {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+    seen = {}
+    for name, value in zip(names, args):
+        if not isinstance(value, torch.Tensor):
+            raise GuardError(f"input {name} should be a tensor, got {type(value).__name__}")
+        example = placeholders[name].meta["val"]
+        if value.dim() != example.dim():
+            raise GuardError(f"input {name} should have {example.dim()} dimensions, got {value.dim()}")
+        for d, (got, size) in enumerate(zip(value.shape, example.shape)):
+            if isinstance(size, torch.SymInt):
+                symbol = size.node.expr
+                bounds = ep.range_constraints[symbol]
+                if not bounds.lower <= got <= bounds.upper:
+                    raise GuardError(f"{name}.shape[{d}] = {got} is outside [{bounds.lower}, {bounds.upper}]")
+                if symbol in seen and seen[symbol][0] != got:
+                    first, where = seen[symbol]
+                    raise GuardError(f"{name}.shape[{d}] = {got} should equal {where} = {first}")
+                seen.setdefault(symbol, (got, f"{name}.shape[{d}]"))
+            elif got != size:
+                raise GuardError(f"{name}.shape[{d}] = {got}, but the program was exported for {size}")
+    return None
+    ### END SOLUTION
+
+
+def run_program(ep, args, state=None, kernels=None):
+    """Run ep's graph on `args`: (user outputs as a tuple, {buffer FQN: new value})."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 export-solution
+    args = tuple(args)
+    check_inputs(ep, args)
+    sig = ep.graph_signature
+    state = {**ep.state_dict, **ep.constants} if state is None else state
+    kernels = {} if kernels is None else kernels
+    env = {}
+    for name, value in zip(sig.user_inputs, args):
+        env[name] = value
+    for table in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
+        for name, fqn in table.items():
+            env[name] = state[fqn]
+    results = None
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            results = torch.fx.node.map_arg(node.args[0], lambda n: env[n.name])
+            break
+        if node.op != "call_function":
+            raise NotImplementedError(f"node {node.name}: {node.op} nodes are not part of a Core ATen program")
+        fn = kernels.get(node.target, node.target)
+        node_args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
+        node_kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
+        env[node.name] = fn(*node_args, **node_kwargs)
+    by_name = {spec.arg.name: value for spec, value in zip(sig.output_specs, results)}
+    mutations = {}
+    for spec in sig.output_specs:
+        name = spec.arg.name
+        if name in sig.buffers_to_mutate:
+            mutations[sig.buffers_to_mutate[name]] = by_name[name]
+        elif name in sig.user_inputs_to_mutate:
+            args[sig.user_inputs.index(sig.user_inputs_to_mutate[name])].copy_(by_name[name])
+    outputs = tuple(by_name[name] for name in sig.user_outputs)
+    return outputs, mutations
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "export-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: this model has a parameter, a buffer it updates, and a plain tensor attribute.
+# Which placeholders will the exported graph have, in which order, and how many outputs will
+# its `output` node return for the model's two results?
+import warnings  # noqa: E402
+
+from torch import nn  # noqa: E402
+from torch.export import Dim, export  # noqa: E402
+
+warnings.simplefilter("ignore", FutureWarning)
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("seen", torch.zeros(3))
+        self.scale = torch.tensor([1.0, 2.0, 3.0])  # neither parameter nor buffer: a lifted constant
+
+    def forward(self, x):
+        h = torch.relu(self.lin(x)) * self.scale
+        self.seen.add_(h.sum(0))
+        return h, h.mean()
+
+
+torch.manual_seed(0)
+batch = Dim("batch", min=2, max=8)
+ep = export(Scaled(), (torch.randn(3, 4),), dynamic_shapes=({0: batch},)).run_decompositions()
+print(ep.graph_signature)
+print(ep.range_constraints)
+print(ep.graph)
+
+x = torch.randn(5, 4)
+outputs, mutations = run_program(ep, (x,))
+print([tuple(t.shape) for t in outputs], {k: v for k, v in mutations.items()})
+print("same as ep.module():", torch.allclose(outputs[0], ep.module()(x)[0]))
+# Predict: did that call of ep.module() change ep.state_dict["seen"]? Did run_program?
+print("ep.state_dict['seen'] now:", ep.state_dict["seen"])
+print("ep.module() on a batch of 1 (outside [2, 8]):", ep.module()(torch.randn(1, 4))[1])
+
+# Predict: what does a kernel table that replaces relu by a leaky relu change?
+leaky = {torch.ops.aten.relu.default: lambda t: torch.where(t > 0, t, 0.1 * t)}
+print(run_program(ep, (x,), kernels=leaky)[0][1], "vs", outputs[1])
+for bad in (torch.randn(9, 4), torch.randn(1, 4), torch.randn(5, 3)):
+    try:
+        run_program(ep, (bad,))
+    except GuardError as exc:
+        print("GuardError:", exc)
+
+# %% nbgrader={"grade": true, "grade_id": "export", "locked": true, "points": 50, "schema_version": 3, "solution": false} part_title="An interpreter for exported programs"
+check("export")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "checkpoint-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 2 — A safe checkpoint reader (50 points)
+#
+# `torch.save(obj, f)` writes a **zip archive**. Its members sit in one folder (`archive/` for a
+# file object, the file's stem for a path; use whatever folder holds `data.pkl`):
+#
+# * `<folder>/data.pkl`: the object, pickled (protocol 2), with every storage left out;
+# * `<folder>/data/<key>`: the raw bytes of one storage, for each storage key;
+# * `<folder>/byteorder`: `little` or `big`, the byte order of those bytes (absent in old files:
+#   `little`); `<folder>/version`, `.format_version`, `.storage_alignment` and
+#   `.data/serialization_id` are bookkeeping you may ignore.
+#
+# Inside `data.pkl`, each tensor is the call `torch._utils._rebuild_tensor_v2(storage,
+# storage_offset, size, stride, requires_grad, backward_hooks)` (a seventh argument, metadata, may
+# follow). Its `storage` is a **persistent id**, the tuple `("storage", storage_class, key,
+# location, numel)`: `storage_class` is one of `torch.FloatStorage`, `torch.BFloat16Storage`, ...
+# (it gives the dtype: see `STORAGE_DTYPES` above), `key` names the member `data/<key>`, and `numel`
+# counts elements of that dtype. Two tensors that share a storage (views of one tensor) carry the
+# same key, and the bytes are stored once. Scalars, strings, lists, tuples and dicts are plain pickle;
+# a state dict is a `collections.OrderedDict`.
+#
+# Unpickling runs code: a pickle may name *any* importable function and call it (`os.system`
+# included). `torch.load(f, weights_only=True)` refuses globals outside a long allow-list. Your
+# reader has a much shorter one.
+#
+# **What you write.** `load_checkpoint(path)` returns `(obj, index)`:
+#
+# * `obj` is what `torch.load(path, weights_only=True)` returns, for every file within the rules
+#   below: the same containers (an `OrderedDict` stays one), scalars, and tensors with the stored
+#   dtype, size, stride, storage offset and `requires_grad`, on the CPU. Tensors with the same key
+#   share one storage, as they did when saved (writing into one shows in the others).
+# * `index` lists, for every `_rebuild_tensor_v2` call in the order the pickle makes them, a dict
+#   `{"key": str, "dtype": torch.dtype, "offset": int, "size": tuple, "stride": tuple}`: the
+#   storage key and the layout *as stored*. `torch.load` cannot tell you the keys; your reader can.
+#
+# **The allow-list.** Unpickle with a subclass of `pickle.Unpickler` whose `find_class(module,
+# name)` allows exactly these globals, and raises `UnsafeCheckpointError` for any other one,
+# with `"{module}.{name}"` in its message, the two strings exactly as the pickle names them
+# (`"posix.system"`, `"torch.Size"`; protocol 2 writes Python's builtins under their Python 2 module
+# name, so `eval` arrives as `"__builtin__.eval"`):
+#
+# * `collections.OrderedDict`, `torch._utils._rebuild_tensor_v2`,
+# * `torch.<S>` for each storage class name `S` in `STORAGE_DTYPES`.
+#
+# So a file that holds a `torch.Size`, a `torch.dtype`, a `torch.device` or an `nn.Parameter`
+# (which `torch.load(weights_only=True)` accepts) is refused, and so is one that would run
+# `os.system` (which `torch.load` refuses too). Its `persistent_load(pid)` accepts only the tuple
+# above (anything else is a `CorruptCheckpointError`).
+#
+# **Storages.** Read each key's bytes once, as a flat tensor of `numel` elements of its dtype (the
+# first `numel × element size` bytes of the member). For `big` byte order, reverse the bytes of
+# every element. `CorruptCheckpointError` when: the archive has no `data.pkl`; a key has no member
+# or fewer bytes than it needs; the byte order is neither `little` nor `big`; or a tensor reaches
+# outside its storage (a tensor with at least one element whose last element,
+# `storage_offset + sum((size[d] - 1) * stride[d])`, is not below `numel`). A file that is not a
+# zip archive at all is a `CorruptCheckpointError` too.
+#
+# *Hints*: `torch.frombuffer(bytearray(data), dtype=...)`, `tensor.as_strided(size, stride,
+# offset)`, `torch.Tensor.view(torch.uint8)`. `pickletools.dis` shows what a pickle does, step by step.
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "checkpoint-solution", "locked": false, "schema_version": 3, "solution": true}
+def load_checkpoint(path):
+    """(obj, index) of the torch.save file at `path`, rebuilt without unpickling anything unsafe."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 checkpoint-solution
+    try:
+        archive = zipfile.ZipFile(path)
+    except (BadZipFile, OSError) as exc:
+        raise CorruptCheckpointError(f"not a torch.save archive: {exc}") from None
+    with archive:
+        names = archive.namelist()
+        pickles = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
+        if not pickles:
+            raise CorruptCheckpointError("the archive has no data.pkl")
+        folder = pickles[0][: -len("data.pkl")]
+        byteorder = "little"
+        if folder + "byteorder" in names:
+            byteorder = archive.read(folder + "byteorder").decode("ascii", "replace").strip()
+        if byteorder not in ("little", "big"):
+            raise CorruptCheckpointError(f"unknown byte order {byteorder!r}")
+        storages = {}
+        index = []
+
+        def storage(dtype, key, numel):
+            if key in storages:
+                return storages[key]
+            member = f"{folder}data/{key}"
+            if member not in names:
+                raise CorruptCheckpointError(f"storage {key!r} is missing from the archive")
+            data = archive.read(member)
+            itemsize = torch.empty((), dtype=dtype).element_size()
+            need = numel * itemsize
+            if len(data) < need:
+                raise CorruptCheckpointError(f"storage {key!r} holds {len(data)} bytes, needs {need}")
+            raw = torch.frombuffer(bytearray(data[:need]), dtype=torch.uint8) if need else torch.empty(0, dtype=torch.uint8)
+            if byteorder == "big" and itemsize > 1:
+                raw = raw.reshape(numel, itemsize).flip(-1).reshape(-1).clone()
+            storages[key] = raw.view(dtype)
+            return storages[key]
+
+        def rebuild(flat, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
+            key, dtype, numel = flat
+            size, stride = tuple(size), tuple(stride)
+            if len(size) != len(stride):
+                raise CorruptCheckpointError(f"size {size} and stride {stride} differ in length")
+            if all(s > 0 for s in size):
+                last = storage_offset + sum((s - 1) * st for s, st in zip(size, stride))
+                if storage_offset < 0 or last >= numel:
+                    raise CorruptCheckpointError(f"a tensor of storage {key!r} reaches element {last} of {numel}")
+            t = storage(dtype, key, numel).as_strided(size, stride, storage_offset)
+            if requires_grad:
+                t.requires_grad_(True)
+            index.append({"key": key, "dtype": dtype, "offset": storage_offset, "size": size, "stride": stride})
+            return t
+
+        class StorageClass:
+            def __init__(self, name):
+                self.dtype = STORAGE_DTYPES[name]
+
+        class Restricted(pickle.Unpickler):
+            def find_class(self, module, name):
+                if (module, name) == ("collections", "OrderedDict"):
+                    return collections.OrderedDict
+                if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+                    return rebuild
+                if module == "torch" and name in STORAGE_DTYPES:
+                    return StorageClass(name)
+                raise UnsafeCheckpointError(f"the checkpoint names {module}.{name}, which is not allowed")
+
+            def persistent_load(self, pid):
+                if (not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage"
+                        or not isinstance(pid[1], StorageClass) or not isinstance(pid[2], str)
+                        or not isinstance(pid[4], int)):
+                    raise CorruptCheckpointError(f"unknown persistent id {pid!r}")
+                _, kind, key, _location, numel = pid
+                storage(kind.dtype, key, numel)
+                return key, kind.dtype, numel
+
+        try:
+            obj = Restricted(archive.open(pickles[0])).load()
+        except (UnsafeCheckpointError, CorruptCheckpointError):
+            raise
+        except Exception as exc:  # a malformed pickle: truncated, a bad opcode, a wrong call
+            raise CorruptCheckpointError(f"data.pkl cannot be read: {type(exc).__name__}: {exc}") from None
+    return obj, index
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoint-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: a (3, 4) weight, its transpose and its middle row are saved together. How many
+# storages does the archive hold, and what are the transpose's stride and the row's offset?
+import io  # noqa: E402
+import os  # noqa: E402
+import pickletools  # noqa: E402
+import tempfile  # noqa: E402
+
+w = torch.arange(12.0).reshape(3, 4)
+folder = tempfile.mkdtemp()
+path = os.path.join(folder, "example.pt")
+torch.save(collections.OrderedDict(w=w, wt=w.t(), row=w[1], half=torch.ones(2, dtype=torch.bfloat16), step=7), path)
+with zipfile.ZipFile(path) as z:
+    for info in z.infolist():
+        print(f"{info.filename:32s} {info.file_size:5d} bytes")
+    for step, (op, arg, pos) in enumerate(pickletools.genops(z.read("example/data.pkl"))):
+        if step == 24:
+            break
+        print(f"{pos:4d} {op.name:12s} {arg if arg is not None else ''}")
+obj, index = load_checkpoint(path)
+for record in index:
+    print(record)
+print(obj["row"], torch.equal(obj["wt"], torch.load(path, weights_only=True)["wt"]))
+
+
+class Sneaky:
+    def __reduce__(self):
+        return (os.system, ("echo this would have run",))
+
+
+evil = io.BytesIO()
+torch.save({"w": w, "payload": Sneaky()}, evil)
+evil_path = os.path.join(folder, "evil.pt")
+with open(evil_path, "wb") as f:
+    f.write(evil.getvalue())
+try:
+    load_checkpoint(evil_path)
+except UnsafeCheckpointError as exc:
+    print("UnsafeCheckpointError:", exc)
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoint", "locked": true, "points": 50, "schema_version": 3, "solution": false} part_title="A safe checkpoint reader"
+check("checkpoint")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
+# ## Done
+#
+# You have built the two halves of a deployment runtime: an interpreter that runs an exported
+# Core ATen graph with weights and kernels of its choosing, checks the shapes it was exported for,
+# and carries state changes out as values; and a reader that turns a `torch.save` file back into
+# tensors, sharing and views included, while refusing to run anything it was not told to trust.
+# Save the notebook and submit it (`make submit LAB=lab11`).
