@@ -500,6 +500,24 @@ class _Writer(pickle.Pickler):
         return (torch._utils._rebuild_tensor_v2, (ref, offset, size, stride, obj.requires_grad, collections.OrderedDict()))
 
 
+class WithMetadata(_Writer):
+    """torch.save's layout with the seventh argument of _rebuild_tensor_v2 (metadata, an empty dict here) that the
+    statement says may follow; torch.load accepts it."""
+
+    def reducer_override(self, obj):
+        reduced = super().reducer_override(obj)
+        return reduced if reduced is NotImplemented else (reduced[0], (*reduced[1], {}))
+
+
+def rewrite_members(data, rename):
+    """The archive `data` with every member renamed by rename(name)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for name in src.namelist():
+            dst.writestr(rename(name), src.read(name))
+    return out.getvalue()
+
+
 def storage_bytes(st, dtype, big):
     u8 = torch.empty(0, dtype=torch.uint8)
     u8.set_(st, 0, (st.nbytes(),), (1,))
@@ -757,4 +775,5 @@ def forbidden_objects():
             (nn.Parameter(torch.ones(2)), "torch._utils._rebuild_parameter"),
             (Forbidden(os.system, ("true",)), f"{os.system.__module__}.system"),
             (Forbidden(builtins.eval, ("1+1",)), "__builtin__.eval"),  # protocol 2 writes Python 2's module name
-            (collections.Counter("aab"), "collections.Counter"), ({1, 2}, "__builtin__.set")]
+            (collections.Counter("aab"), "collections.Counter"), ({1, 2}, "__builtin__.set"),
+            (Forbidden(torch.cuda.FloatStorage), "torch.cuda.FloatStorage")]  # a storage class outside torch.<S>
