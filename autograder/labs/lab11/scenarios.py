@@ -192,10 +192,11 @@ def shared_write(sub, files):
 
 # -- part loader ------------------------------------------------------------------------------------------------
 # A case: n (dataset length), token (P0's per-case name), random (torch.rand augmentation), fail (indices that
-# raise ValueError), die (indices whose worker calls os._exit), sampler ({"kind": "list", "indices"} or
+# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 0.4 s), sampler ({"kind": "list", "indices"} or
 # {"kind": "random", "seed", "replacement", "num_samples"}), batch_size, num_workers, seed, drop_last, epochs.
 import ctypes  # noqa: E402
 import functools  # noqa: E402
+import time  # noqa: E402
 
 import torch.utils.data  # noqa: E402
 
@@ -217,6 +218,7 @@ class _Samples:
     def __init__(self, sub, case):
         self.sub, self.n, self.token, self.random = sub, int(case["n"]), str(case["token"]), bool(case["random"])
         self.fail, self.die = {int(i) for i in case.get("fail") or []}, {int(i) for i in case.get("die") or []}
+        self.slow = {int(i) for i in case.get("slow") or []}
 
     def __len__(self):
         return self.n
@@ -234,6 +236,8 @@ class _Samples:
             raise ValueError(f"sample {i} is broken")
         if i in self.die:
             os._exit(3)
+        if i in self.slow:
+            time.sleep(0.4)
         noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)
         return torch.cat([torch.tensor([i, wid, seed], dtype=torch.float64), noise]), i * 7 + 3
 
