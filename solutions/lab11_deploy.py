@@ -479,9 +479,11 @@ check("checkpoint")
 #    iterator returns the batches in order: for a dataset without randomness, exactly what
 #    `DataLoader(dataset, batch_size, sampler=sampler, drop_last=drop_last)` returns.
 # 2. **Workers.** `iter(loader)` starts `num_workers` (at least 1) worker processes, with the
-#    `fork` start method of `torch.multiprocessing` (`torch.multiprocessing.get_context("fork")`:
-#    its queues send a tensor's storage through shared memory, not as a copy of its bytes). The
-#    main process never calls `dataset[i]`. The workers stay up until the epoch ends.
+#    `fork` start method (`torch.multiprocessing.get_context("fork")`, whose `Process` and `Queue`
+#    you use). A tensor put on such a queue moves its storage to shared memory and only a handle
+#    crosses the pipe (`torch/multiprocessing/reductions.py`), so a worker must stay alive until the
+#    main process has taken its batches. The main process never calls `dataset[i]`. The workers
+#    stay up until the epoch ends.
 # 3. **Seeds** (this lab's rule). Before a worker loads batch `b` of epoch `e`, it calls
 #    `set_worker_info(WorkerInfo(worker_id, num_workers, s))` and `torch.manual_seed(s)` with
 #    `s = seed + 10_000 * e + b`. So inside `dataset[i]`, `get_worker_info()` tells which worker
@@ -491,13 +493,14 @@ check("checkpoint")
 #    change with `num_workers`.
 # 4. **Errors** (this lab's rule). When `dataset[i]` raises in a worker, batch `b` becomes an error:
 #    when its turn comes (the batches before it are returned first), `__next__` raises
-#    `WorkerError(i, b % num_workers, message)`, where `i` is the first sample of the batch that
-#    raised and `message` holds the exception's type name and text (`"ValueError: sample 7 is
-#    broken"`). If the worker that should make the batch the iterator waits for has **exited**
+#    `WorkerError(i, b % num_workers, message)`, where `i` is the sample that raised (the worker
+#    stops loading the batch there) and `message` holds the exception's type name and text
+#    (`"ValueError: sample 7 is broken"`). If the worker that should make the batch the iterator waits for has **exited**
 #    (a crash, `os._exit`), `__next__` raises `WorkerError(None, that worker's id, ...)` instead of
 #    waiting forever (poll the result queue with a timeout and check `is_alive()`).
 #    After a `WorkerError` the epoch is over: `next()` raises `StopIteration`. (`DataLoader` raises
-#    the dataset's own exception type, and its iterator goes on with the next batch.)
+#    the dataset's own exception type, and its iterator goes on with the next batch; a worker that
+#    dies makes it raise `RuntimeError` at once, before the batches still due from other workers.)
 # 5. **Shutdown.** Before `__next__` raises `StopIteration` at the end of the epoch, before it raises
 #    `WorkerError`, and in `close()`, the loader stops every worker and waits until each one
 #    has exited (`join()`; a worker still busy after a few seconds is killed). `close()` may be
