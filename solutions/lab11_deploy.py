@@ -478,11 +478,12 @@ check("checkpoint")
 #    is `default_collate([dataset[i] for i in batch b])`, made in worker `b % num_workers`. The
 #    iterator returns the batches in order: for a dataset without randomness, exactly what
 #    `DataLoader(dataset, batch_size, sampler=sampler, drop_last=drop_last)` returns.
-# 2. **Workers.** `iter(loader)` starts `num_workers` (at least 1) worker processes, with the
-#    `fork` start method (`torch.multiprocessing.get_context("fork")`, whose `Process` and `Queue`
-#    you use). A tensor put on such a queue moves its storage to shared memory and only a handle
-#    crosses the pipe (`torch/multiprocessing/reductions.py`), so a worker must stay alive until the
-#    main process has taken its batches. The main process never calls `dataset[i]`. The workers
+# 2. **Workers.** `iter(loader)` starts `num_workers` worker processes (`Loader` raises
+#    `ValueError` for fewer than 1), with the `fork` start method
+#    (`torch.multiprocessing.get_context("fork")`, whose `Process` and `Queue` you use). A tensor
+#    put on such a queue moves its storage to shared memory and only a handle crosses the pipe
+#    (`torch/multiprocessing/reductions.py`), so a worker must stay alive until the main process
+#    has taken its batches. The main process never calls `dataset[i]`. The workers
 #    stay up until the epoch ends.
 # 3. **Seeds** (this lab's rule). Before a worker loads batch `b` of epoch `e`, it calls
 #    `set_worker_info(WorkerInfo(worker_id, num_workers, s))` and `torch.manual_seed(s)` with

@@ -82,12 +82,16 @@ def dying(student, rng, what="a worker process exits"):
     epochs(student, case, f"for {oracle.describe_case(case)}, where {what} while loading batch 1 and batch 0 is slow to make")
 
 
-def failing(rng, case):
-    """Make one sample of batch 3 or later raise ValueError."""
+def failing(rng, case, two=False):
+    """Make one sample of batch 3 or later raise ValueError (two=True: two samples of that batch, the second
+    one later in it: WorkerError names the first)."""
     order = [int(i) for i in oracle._sampler(case["sampler"], case["n"])]
     size = case["batch_size"]
-    batch = int(rng.integers(3, max(4, len(order) // size)))
-    case["fail"] = [order[min(len(order) - 1, batch * size + int(rng.integers(size)))]]
+    batch = min(int(rng.integers(3, max(4, len(order) // size))), (len(order) - 1) // size)
+    batch = batch if not two or len(order[batch * size:batch * size + size]) >= 2 else batch - 1
+    members = order[batch * size:batch * size + size]
+    first = int(rng.integers(len(members) - 1)) if two else int(rng.integers(len(members)))
+    case["fail"] = [members[first]] + ([members[int(rng.integers(first + 1, len(members)))]] if two else [])
     return case
 
 
@@ -105,6 +109,11 @@ def test_batches_in_sampler_order(student):
     case = long_case(rng)
     staged(student, case, f"for {oracle.describe_case(case)}")
     dying(student, rng)
+    none = oracle.draw_case(rng, random=True, workers=0)
+    got = student.run_within(LIMIT, "lab11.scenarios:loader_epochs", none)
+    err = replies.error_reply(got, "Loader(..., num_workers=0)")
+    assert err is not None and err["error"] == "ValueError", \
+        f"Loader(..., num_workers=0) should raise ValueError, got {err['error'] if err else 'batches'}"
 
 
 @pytest.mark.weight(3)
@@ -131,10 +140,11 @@ def test_worker_errors(student):
     rng = case_rng(43)
     clean = oracle.draw_case(rng, random=True, sampler="random")
     epochs(student, clean, f"for {oracle.describe_case(clean)}")
-    for workers in (2, 3):
+    for workers, two in ((2, False), (3, True)):
         case = failing(rng, oracle.draw_case(rng, random=True, sampler="random", drop_last=False, workers=workers,
-                                             n=int(rng.integers(12, 18))))
-        epochs(student, case, f"for {oracle.describe_case(case)}, where one sample raises ValueError")
+                                             n=int(rng.integers(12, 18))), two=two)
+        which = "two samples of one batch raise ValueError" if two else "one sample raises ValueError"
+        epochs(student, case, f"for {oracle.describe_case(case)}, where {which}")
     case = failing(rng, long_case(rng))
     staged(student, case, f"for {oracle.describe_case(case)}, where one sample raises ValueError", count=2)
     dying(student, rng)
