@@ -65,6 +65,15 @@ def staged(student, case, what, count=None, how="rest"):
     oracle.check_stopped(processes, case, f"{what}, once next() {ended}")
 
 
+def short_last(rng, **kwargs):
+    """A drawn case whose sampler's length is not a multiple of batch_size (a short last batch, which drop_last
+    drops): drawn every time, not by chance."""
+    while True:
+        case = oracle.draw_case(rng, **kwargs)
+        if len(list(oracle._sampler(case["sampler"], case["n"]))) % case["batch_size"]:
+            return case
+
+
 def long_case(rng, workers=2, **kwargs):
     """An epoch of at least 2 * workers + 2 batches (batches of 2), so that workers have work left when P0 looks."""
     return oracle.draw_case(rng, random=True, workers=workers, n=int(rng.integers(4 * workers + 6, 4 * workers + 10)),
@@ -101,9 +110,9 @@ def test_batches_in_sampler_order(student):
     drawn samplers (shuffled, with replacement, lists with repeats), batch sizes and drop_last; two epochs of a
     shuffled sampler take two permutations."""
     rng = case_rng(41)
-    for sampler in ("random", "list", "replacement"):
-        case = oracle.draw_case(rng, random=False, sampler=sampler)
-        epochs(student, case, f"for {oracle.describe_case(case)}")
+    for sampler, drop in (("random", True), ("list", False), ("replacement", True)):
+        case = short_last(rng, random=False, sampler=sampler, drop_last=drop)
+        epochs(student, case, f"for {oracle.describe_case(case)} (a short last batch)")
     case = oracle.draw_case(rng, random=True, sampler="random", epochs=2, workers=2)
     epochs(student, case, f"for two epochs of {oracle.describe_case(case)}")
     case = long_case(rng)
