@@ -208,7 +208,11 @@ def check_main_clean(processes, case, what):
 
 
 def check_stopped(processes, case, what):
-    """After the epoch ended, failed or was closed: no process that ran dataset[i] is still running."""
-    alive = [p for p in processes if p["comm"].startswith(case["token"]) and p["state"] not in "ZX" and not p["worker"]]
-    assert not alive, (f"{what}: {len(alive)} worker process(es) still running, seen from outside the sandbox: the "
-                       "loader should stop its workers and join() them before it returns")
+    """After the epoch ended, failed or was closed: no process that ran dataset[i] is left, running or exited but
+    never joined (a zombie: join() reaps it)."""
+    left = [p for p in processes if p["comm"].startswith(case["token"]) and not p["worker"]]
+    running = [p for p in left if p["state"] not in "ZX"]
+    assert not running, (f"{what}: {len(running)} worker process(es) still running, seen from outside the sandbox: "
+                         "the loader should stop its workers and join() them before it returns")
+    assert not left, (f"{what}: {len(left)} worker process(es) exited but were never joined (zombies, seen from outside "
+                      "the sandbox): join() each worker before returning")
