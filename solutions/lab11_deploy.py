@@ -578,6 +578,7 @@ def worker_loop(dataset, worker_id, num_workers, index_queue, result_queue):
 
 class Loader:
     def __init__(self, dataset, batch_size, sampler, num_workers=2, seed=0, drop_last=False):
+        """Keep the settings (ValueError for num_workers < 1); no process starts here."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         if num_workers < 1:
@@ -588,6 +589,7 @@ class Loader:
         ### END SOLUTION
 
     def __iter__(self):
+        """A new epoch: a LoaderIterator, with the epoch number 0, 1, 2, ..."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         epoch = self.epoch
@@ -600,6 +602,7 @@ class LoaderIterator:
     """One epoch of a Loader."""
 
     def __init__(self, loader, epoch):
+        """Cut the sampler's indices into batches, start the workers, send the first batches."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         self.loader, self.epoch = loader, epoch
@@ -624,6 +627,7 @@ class LoaderIterator:
         ### END SOLUTION
 
     def _send(self):
+        """Put the next batch (its number, its seed, its indices) on its worker's index queue."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         b = self.sent
@@ -636,6 +640,7 @@ class LoaderIterator:
         return self
 
     def __next__(self):
+        """The next batch in order; WorkerError or StopIteration once the epoch is over."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         if self.workers is None or self.next >= len(self.batches):
@@ -662,6 +667,7 @@ class LoaderIterator:
         ### END SOLUTION
 
     def close(self):
+        """Stop every worker and join it (kill one still busy after 5 s); safe to call twice."""
         ### BEGIN SOLUTION
         # IPT-CANARY lab11 loader-solution
         if self.workers is None:
