@@ -26,6 +26,7 @@
 # |---|---|---|---|
 # | `export` | an interpreter for `torch.export` programs: the graph signature, a kernel table, buffer and input mutations, and the shape guards of dynamic dimensions | 50 | 3 |
 # | `checkpoint` | a safe reader of `torch.save` files: the zip layout, a restricted unpickler with an allow-list, shared storages and views, byte order | 50 | 2.5 |
+# | `loader` | a data loader with worker processes: index and result queues, in-order delivery, per-batch seeds, worker errors and shutdown | 20 | 2 |
 #
 # The hours are a rough guide for a learner who has worked through lectures 9.1 (export) and
 # 9.4 (checkpoints and data): about 5.5 in all.
@@ -459,6 +460,277 @@ except UnsafeCheckpointError as exc:
 
 # %% nbgrader={"grade": true, "grade_id": "checkpoint", "locked": true, "points": 50, "schema_version": 3, "solution": false} part_title="A safe checkpoint reader"
 check("checkpoint")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "loader-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 3 — A data loader with worker processes (20 points)
+#
+# Lecture 9.4 followed a batch through a multi-worker `DataLoader`: the main process asks the
+# sampler for indices, cuts them into batches and hands batch `b` to worker `b % num_workers`,
+# keeping two batches per worker in flight; each worker calls `dataset[i]`, collates, and sends the
+# batch back through shared memory; the main process hands batches out strictly in order. Here you
+# build that coordinator, with two rules of this lab that `DataLoader` does not follow: how
+# workers seed their random numbers, and what happens after a sample fails.
+#
+# **What you write.** `Loader(dataset, batch_size, sampler, num_workers=2, seed=0, drop_last=False)`.
+# Each `iter(loader)` is one **epoch**, numbered 0, 1, 2, ... in the order of the `iter` calls, and
+# returns an iterator with `__next__` and `close()`:
+#
+# 1. **Batches.** `iter(loader)` iterates `sampler` once, in the main process, and cuts its indices
+#    into batches of `batch_size` (a shorter last batch, or none with `drop_last=True`). Batch `b`
+#    is `default_collate([dataset[i] for i in batch b])`, made in worker `b % num_workers`. The
+#    iterator returns the batches in order: for a dataset without randomness, exactly what
+#    `DataLoader(dataset, batch_size, sampler=sampler, drop_last=drop_last)` returns.
+# 2. **Workers.** `iter(loader)` starts `num_workers` worker processes (`Loader` raises
+#    `ValueError` for fewer than 1), with the `fork` start method
+#    (`torch.multiprocessing.get_context("fork")`, whose `Process` and `Queue` you use). A tensor
+#    put on such a queue moves its storage to shared memory and only a handle crosses the pipe
+#    (`torch/multiprocessing/reductions.py`), so a worker must stay alive until the main process
+#    has taken its batches. The main process never calls `dataset[i]`. The workers
+#    stay up until the epoch ends.
+# 3. **Seeds** (this lab's rule). Before a worker loads batch `b` of epoch `e`, it calls
+#    `set_worker_info(WorkerInfo(worker_id, num_workers, s))` and `torch.manual_seed(s)` with
+#    `s = seed + 10_000 * e + b`. So inside `dataset[i]`, `get_worker_info()` tells which worker
+#    runs and which seed it set, and a batch's random augmentations depend on `seed`, the epoch and
+#    the batch number only: not on `num_workers`, nor on which worker made the batch before.
+#    `DataLoader` seeds each worker once per epoch with `base_seed + worker_id`: its augmentations
+#    change with `num_workers`.
+# 4. **Errors** (this lab's rule). When `dataset[i]` raises in a worker, batch `b` becomes an error:
+#    when its turn comes (the batches before it are returned first), `__next__` raises
+#    `WorkerError(i, b % num_workers, message)`, where `i` is the sample that raised (the worker
+#    stops loading the batch there) and `message` holds the exception's type name and text
+#    (`"ValueError: sample 7 is broken"`). If the worker that should make the batch the iterator waits for has **exited**
+#    (a crash, `os._exit`), `__next__` raises `WorkerError(None, that worker's id, ...)` instead of
+#    waiting forever (poll the result queue with a timeout and check `is_alive()`).
+#    After a `WorkerError` the epoch is over: `next()` raises `StopIteration`. (`DataLoader` raises
+#    the dataset's own exception type, and its iterator goes on with the next batch; a worker that
+#    dies makes it raise `RuntimeError` at once, before the batches still due from other workers.)
+# 5. **Shutdown.** Before `__next__` raises `StopIteration` at the end of the epoch, before it raises
+#    `WorkerError`, and in `close()`, the loader stops every worker and waits until each one
+#    has exited (`join()`; a worker still busy after a few seconds is killed). `close()` may be
+#    called at any time, twice too.
+#
+# The graders run your loader in their sandbox and watch its processes from outside it: while an
+# epoch runs, `num_workers` processes must exist, each of which ran `dataset[i]` (as worker 0, 1,
+# ...), and once an epoch has ended, failed or been closed, none of them may be left: not running, and
+# not exited-but-unjoined either (a *zombie*, which `join()` reaps).
+#
+# *Hints*: one index queue per worker and one shared result queue; results may arrive out of order,
+# so keep early ones in a dict by batch number. A worker that put batches on a queue waits at exit
+# until they are flushed: call `result_queue.cancel_join_thread()` before a worker returns.
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "loader-setup", "locked": true, "schema_version": 3, "solution": false}
+import queue
+
+import torch.multiprocessing
+from torch.utils.data import default_collate
+
+
+class WorkerError(Exception):
+    """A batch that failed in a loader worker (part `loader`): `.index` is the sample that raised (None when
+    the worker process exited), `.worker_id` the worker that was making the batch."""
+
+    def __init__(self, index, worker_id, message=""):
+        super().__init__(f"worker {worker_id}, sample {index}: {message}")
+        self.index, self.worker_id = index, worker_id
+
+
+WorkerInfo = collections.namedtuple("WorkerInfo", ["id", "num_workers", "seed"])
+_worker_info = None
+
+
+def get_worker_info():
+    """Inside a loader worker, while it loads a batch: WorkerInfo(id, num_workers, seed of that batch); else None."""
+    return _worker_info
+
+
+def set_worker_info(info):
+    """Your worker calls this before it loads each batch (part `loader`)."""
+    global _worker_info
+    _worker_info = info
+
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "loader-solution", "locked": false, "schema_version": 3, "solution": true}
+def worker_loop(dataset, worker_id, num_workers, index_queue, result_queue):
+    """A worker process: load the batches its index queue sends, until it sends None."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 loader-solution
+    torch.set_num_threads(1)
+    while True:
+        job = index_queue.get()
+        if job is None:
+            break
+        b, seed, indices = job
+        set_worker_info(WorkerInfo(worker_id, num_workers, seed))
+        torch.manual_seed(seed)
+        samples, failed = [], None
+        for i in indices:
+            try:
+                samples.append(dataset[i])
+            except Exception as exc:  # noqa: BLE001 - the main process raises it as a WorkerError
+                failed = (i, f"{type(exc).__name__}: {exc}")
+                break
+        set_worker_info(None)
+        if failed is None:
+            result_queue.put((b, default_collate(samples), None))
+        else:
+            result_queue.put((b, None, failed))
+    result_queue.cancel_join_thread()
+    ### END SOLUTION
+
+
+class Loader:
+    def __init__(self, dataset, batch_size, sampler, num_workers=2, seed=0, drop_last=False):
+        """Keep the settings (ValueError for num_workers < 1); no process starts here."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        if num_workers < 1:
+            raise ValueError(f"num_workers should be at least 1, got {num_workers}")
+        self.dataset, self.batch_size, self.sampler = dataset, batch_size, sampler
+        self.num_workers, self.seed, self.drop_last = num_workers, seed, drop_last
+        self.epoch = 0
+        ### END SOLUTION
+
+    def __iter__(self):
+        """A new epoch: a LoaderIterator, with the epoch number 0, 1, 2, ..."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        epoch = self.epoch
+        self.epoch += 1
+        return LoaderIterator(self, epoch)
+        ### END SOLUTION
+
+
+class LoaderIterator:
+    """One epoch of a Loader."""
+
+    def __init__(self, loader, epoch):
+        """Cut the sampler's indices into batches, start the workers, send the first batches."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        self.loader, self.epoch = loader, epoch
+        indices = list(iter(loader.sampler))
+        size = loader.batch_size
+        batches = [indices[k:k + size] for k in range(0, len(indices), size)]
+        if loader.drop_last and batches and len(batches[-1]) < size:
+            batches.pop()
+        self.batches, self.sent, self.next, self.ready = batches, 0, 0, {}
+        context = torch.multiprocessing.get_context("fork")
+        self.result_queue = context.Queue()
+        self.index_queues, self.workers = [], []
+        for w in range(loader.num_workers):
+            index_queue = context.Queue()
+            worker = context.Process(target=worker_loop, daemon=True,
+                                     args=(loader.dataset, w, loader.num_workers, index_queue, self.result_queue))
+            worker.start()
+            self.index_queues.append(index_queue)
+            self.workers.append(worker)
+        while self.sent < min(len(batches), 2 * loader.num_workers):
+            self._send()
+        ### END SOLUTION
+
+    def _send(self):
+        """Put the next batch (its number, its seed, its indices) on its worker's index queue."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        b = self.sent
+        seed = self.loader.seed + 10_000 * self.epoch + b
+        self.index_queues[b % len(self.workers)].put((b, seed, self.batches[b]))
+        self.sent += 1
+        ### END SOLUTION
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        """The next batch in order; WorkerError or StopIteration once the epoch is over."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        if self.workers is None or self.next >= len(self.batches):
+            self.close()
+            raise StopIteration
+        b, w = self.next, self.next % len(self.workers)
+        while b not in self.ready:
+            try:
+                got, batch, failed = self.result_queue.get(timeout=0.1)
+            except queue.Empty:
+                if not self.workers[w].is_alive():
+                    self.close()
+                    raise WorkerError(None, w, f"worker {w} exited while making batch {b}") from None
+                continue
+            self.ready[got] = (batch, failed)
+        batch, failed = self.ready.pop(b)
+        self.next += 1
+        if failed is not None:
+            self.close()
+            raise WorkerError(failed[0], w, failed[1])
+        if self.sent < len(self.batches):
+            self._send()
+        return batch
+        ### END SOLUTION
+
+    def close(self):
+        """Stop every worker and join it (kill one still busy after 5 s); safe to call twice."""
+        ### BEGIN SOLUTION
+        # IPT-CANARY lab11 loader-solution
+        if self.workers is None:
+            return
+        for index_queue, worker in zip(self.index_queues, self.workers):
+            if worker.is_alive():
+                index_queue.put(None)
+        for worker in self.workers:
+            worker.join(timeout=5)
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+        for q in [*self.index_queues, self.result_queue]:
+            q.cancel_join_thread()
+            q.close()
+        self.workers, self.ready = None, {}
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "loader-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: a dataset that records who made each sample and draws one random number. With
+# two workers and batches of 3, which worker makes batch 2, and with which seed? Would its random
+# numbers change with three workers? With DataLoader?
+import os  # noqa: E402
+
+from torch.utils.data import DataLoader  # noqa: E402
+
+
+class Augmented:
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        info = get_worker_info()  # None in DataLoader's workers: they do not call set_worker_info
+        if i == 8:
+            raise ValueError(f"sample {i} is broken")
+        return {"i": i, "worker": -1 if info is None else info.id, "seed": -1 if info is None else info.seed,
+                "noise": torch.rand(()), "pid": os.getpid()}
+
+
+for workers in (2, 3):
+    epoch = [(b["i"].tolist(), b["worker"][0].item(), b["seed"][0].item(), [round(x, 3) for x in b["noise"].tolist()])
+             for b in Loader(Augmented(), 3, range(8), num_workers=workers, seed=7)]
+    print(f"{workers} workers:", epoch)
+
+# Predict: how many batches arrive before the error, and what does next() give after it?
+iterator = iter(Loader(Augmented(), 3, range(10), num_workers=2))
+pids, count = set(), 0
+try:
+    for batch in iterator:
+        pids.update(batch["pid"].tolist())
+        count += 1
+except WorkerError as exc:
+    print(f"WorkerError after {count} batches: {exc} (index {exc.index}, worker {exc.worker_id})")
+print("next() after the error:", next(iterator, "StopIteration"))
+print("worker pids:", sorted(pids), "main:", os.getpid())
+print("DataLoader's noise, 1 vs 2 workers:", [[round(x, 3) for b in DataLoader(Augmented(), 3, sampler=range(6), num_workers=w)
+                                               for x in b["noise"].tolist()] for w in (1, 2)])
+
+# %% nbgrader={"grade": true, "grade_id": "loader", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A data loader with worker processes"
+check("loader")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
 # ## Done

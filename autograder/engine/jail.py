@@ -53,6 +53,9 @@ def build_root(root, plan):
     for dev in ("null", "zero", "urandom", "random"):
         open(f"{root}/dev/{dev}", "a").close()
         _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
+    if plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
+        os.makedirs(f"{root}/dev/shm", exist_ok=True)
+        _mount("tmpfs", f"{root}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
     os.makedirs(f"{root}/proc", exist_ok=True)
     _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV)
     os.makedirs(f"{root}/tmp", exist_ok=True)

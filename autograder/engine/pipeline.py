@@ -125,7 +125,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     job = {
         "lab": paths.lab, "scenarios": {paths.lab: paths.scenarios.read_text()}, "cells": assembly.cells, "outcomes": str(outcomes), "sandbox": options.sandbox,
         "deny_modules": settings.get("deny_modules", []), "preload": settings.get("preload", []),
-        "loopback": bool(settings.get("loopback", False)), "call_timeout": settings.get("call_timeout", 10),
+        "loopback": bool(settings.get("loopback", False)), "shm": bool(settings.get("shm", False)), "call_timeout": settings.get("call_timeout", 10),
         "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
     }

@@ -60,7 +60,7 @@ def student():
     """A fresh student process for this test module (= one part)."""
     limits = sandbox.Limits(**_job.get("limits", {}))
     spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"),
-                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)))
+                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)), bool(_job.get("shm", False)))
     handle = Student(spec, [tuple(c) for c in _job["cells"]], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
                      module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
                      skipped=_session["skipped"],  # a cell that broke loading once is skipped in later parts
@@ -84,7 +84,7 @@ def clean_room():
     calls `fn(empty_module, ...)`."""
     limits = sandbox.Limits(**_job.get("limits", {}))
     spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"),
-                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)))
+                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)), bool(_job.get("shm", False)))
     handle = Student(spec, [], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
                      module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
                      skipped={}, zygote=_zygote(spec))

@@ -86,6 +86,7 @@ class SandboxSpec:
     level: str = "auto"
     preload: tuple[str, ...] = ()  # extra modules the zygote imports once (e.g. torch._dynamo)
     loopback: bool = False  # level namespaces: bring up the namespace's own loopback interface (ranks that talk TCP)
+    shm: bool = False  # level namespaces: a private, writable /dev/shm (POSIX semaphores and shared memory: multiprocessing)
 
 
 def _site_packages() -> Path:
@@ -252,6 +253,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
             "env": _worker_env("/tmp", {"LD_LIBRARY_PATH": "/ipt/python/lib"}),
             "uid": grading_uid(),
             "loopback": spec.loopback,
+            "shm": spec.shm,
         }
         cmd = ["unshare", "--pid", "--mount", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
                str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]

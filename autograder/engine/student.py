@@ -246,9 +246,62 @@ class Student:
         finally:
             self.spent += time.monotonic() - started
 
+    def processes(self) -> list[dict]:
+        """The live processes of this student's sandbox, read by P0 from the host's /proc between calls: each
+        {"pid", "ppid" (host pids), "comm", "state" (a letter of /proc/PID/stat: R, S, Z, ...), "worker": True
+        for the student's own worker}. Nothing here comes from P1: a process cannot hide from, or forge its
+        entry in, the host's /proc, and only a process itself can set its comm (a lab's dataset can name the
+        process that loaded a sample; lab11's loader part). The sandbox is: its pid namespace at level
+        namespaces (daemons and orphans included), the grading uid's processes at level uid, the worker's
+        process tree at level rlimits. Empty before the first call and after a hang or crash."""
+        if self.proc is None:
+            return []
+        table = _proc_table()
+        if isinstance(self.proc, sandbox.ZygoteChild):
+            root, inner_worker = self.proc.zygote.proc.pid, self.proc.pid
+        else:
+            root, inner_worker = self.proc.pid, None
+        if self.level == "namespaces":
+            children = [p for p in table.values() if p["ppid"] == root]  # pid 1 of the namespace, under unshare
+            ns = children[0]["ns"] if children else None
+            members = [p for p in table.values() if ns is not None and p["ns"] == ns]
+            worker = [p["pid"] for p in members if (p["nspid"] == inner_worker if inner_worker else p["nspid"] == 1)]
+        elif self.level == "uid":
+            members = [p for p in table.values() if p["uid"] == sandbox.grading_uid()]
+            worker = [root]
+        else:
+            tree, frontier = {root}, [root]
+            while frontier:
+                frontier = [p["pid"] for p in table.values() if p["ppid"] in frontier and p["pid"] not in tree]
+                tree.update(frontier)
+            members = [p for p in table.values() if p["pid"] in tree]
+            worker = [root]
+        return [{"pid": p["pid"], "ppid": p["ppid"], "comm": p["comm"], "state": p["state"], "worker": p["pid"] in worker}
+                for p in sorted(members, key=lambda p: p["pid"])]
+
     def begin_test(self, test_id: str) -> None:
         """Calls are grouped by test: after a hang or crash, the rest of that test fails at once."""
         self.test_id = test_id
+
+
+def _proc_table() -> dict[int, dict]:
+    """Every process of the host's /proc: pid, ppid, comm, state, real uid, pid namespace, pid inside it."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat", "rb").read().decode("utf-8", "replace")
+            status = open(f"/proc/{entry}/status", "rb").read().decode("utf-8", "replace")
+            ns = os.readlink(f"/proc/{entry}/ns/pid")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        nspid = fields.get("NSpid", entry).split()
+        table[int(entry)] = {"pid": int(entry), "ppid": int(rest[1]), "comm": comm, "state": rest[0],
+                             "uid": int(fields.get("Uid", "-1").split()[0]), "ns": ns, "nspid": int(nspid[-1])}
+    return table
 
 
 def _describe_exit(code) -> str:

@@ -1,6 +1,7 @@
 """The grading engine on a toy lab: scoring, confinement, and submissions that misbehave."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -543,6 +544,67 @@ def test_each_part_starts_without_system_v_ipc_objects(toy):
     seen = _two_parts_of_one_run(toy, "leave_shared_memory")
     assert seen[0][1] and seen[1][1], f"the scenario could not create a segment: {seen}"
     assert seen[1][0] == 0, f"the second part saw {seen[1][0]} segment(s) left by the first"
+
+
+PROCESSES = """
+import ctypes, multiprocessing, time
+
+_children = []
+
+
+def start(sub, name):
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()  # a POSIX semaphore: it needs /dev/shm
+
+    def child():
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name.encode()), 0, 0, 0)  # PR_SET_NAME
+        ready.set()
+        time.sleep(60)
+
+    process = context.Process(target=child, daemon=True)
+    process.start()
+    _children.append(process)
+    return ready.wait(10)
+
+
+def stop(sub):
+    for process in _children:
+        process.kill()
+        process.join()
+    _children.clear()
+    return True
+"""
+
+
+def test_the_sandbox_processes_seen_from_outside_and_a_private_dev_shm():
+    """lab.toml `shm = true` gives the namespace a writable /dev/shm (multiprocessing's locks and events are
+    POSIX semaphores there), and `student.processes()` lists the sandbox's processes from the host's /proc:
+    a child the learner's code started, by the name it gave itself, until it is stopped (lab11's loader)."""
+    def check(student):
+        assert student.processes() == [], "no process before the first call"
+        assert student.run("start", "ipt-child") is True
+        seen = student.processes()
+        assert sum(p["worker"] for p in seen) == 1, seen
+        named = [p for p in seen if p["comm"] == "ipt-child"]
+        assert len(named) == 1 and not named[0]["worker"] and named[0]["state"] not in "ZX", seen
+        assert student.run("stop") is True
+        assert not [p for p in student.processes() if p["comm"] == "ipt-child"]
+
+    spec = sandbox.SandboxSpec("lab00", ("torch",), shm=True)
+    with Student(spec, [("setup", "x = 1")], scenarios={"lab00": PROCESSES}) as student:
+        check(student)
+        level = student.level
+    if level != "namespaces":
+        return
+    with Student(sandbox.SandboxSpec("lab00", ("torch",)), [("setup", "x = 1")], scenarios={"lab00": PROCESSES}) as student, \
+            pytest.raises(StudentError):
+        student.run("start", "ipt-child")  # without shm = true the namespace has no /dev/shm
+    zygote = sandbox.Zygote(dataclasses.replace(spec, level="namespaces"))
+    try:
+        with Student(spec, [("setup", "x = 1")], scenarios={"lab00": PROCESSES}, zygote=zygote) as student:
+            check(student)
+    finally:
+        zygote.close()
 
 
 def test_learner_exception_type_names_are_cut_like_messages():

@@ -11,7 +11,10 @@ Each example draws one check over catalogue.toml's classes:
   through (its guards check a lower bound only above 2) and the lab refuses; there the fuzzer asserts both facts;
 * `load_checkpoint` against `torch.load(weights_only=True)` on torch.save's archives and on P0's own (drawn keys,
   either byte order), the index against the writer's record; files that name a global outside the allow-list
-  raise UnsafeCheckpointError, also where torch.load accepts them.
+  raise UnsafeCheckpointError, also where torch.load accepts them;
+* `Loader` against `DataLoader` (num_workers=0, the same sampler) on a dataset without randomness: drawn samplers,
+  batch sizes, drop_last, 1 to 3 workers, two epochs; on a dataset that draws torch.rand, against P0's model of
+  the lab's seeds (oracle_loader.expected), where DataLoader deliberately differs (base_seed + worker_id).
 
     run(20)    # CI: a few seconds          run(400)   # make fuzz
 """
@@ -164,7 +167,35 @@ def _forbidden(ref, rng):
     assert torch_ok == name.startswith(("torch", "collections", "__builtin__.set")), f"torch.load on {name}: {torch_ok}"
 
 
-CHECKS = [_against_module, _against_oracle, _guards, _checkpoint, _forbidden]
+class _FuzzSamples:
+    """oracle_loader's sample layout: (float64 [i, worker id, batch seed, r0, r1], i * 7 + 3)."""
+
+    def __init__(self, ref, n, random):
+        self.ref, self.n, self.random = ref, n, random
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        info = self.ref.get_worker_info()
+        noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)
+        return torch.cat([torch.tensor([i, info.id, info.seed], dtype=torch.float64), noise]), i * 7 + 3
+
+
+def _loader(ref, rng):
+    from autograder.labs.lab11 import oracle_loader
+    random = bool(rng.random() < 0.5)
+    case = oracle_loader.draw_case(rng, random=random, workers=int(rng.integers(1, 4)), epochs=2)
+    loader = ref.Loader(_FuzzSamples(ref, case["n"], random), case["batch_size"],
+                        oracle_loader._sampler(case["sampler"], case["n"]), num_workers=case["num_workers"],
+                        seed=case["seed"], drop_last=case["drop_last"])
+    want = oracle_loader.expected(case)  # checks itself against DataLoader where the rules coincide
+    for epoch in want:
+        got = [[x.numpy(), ids.numpy()] for x, ids in loader]
+        oracle_loader.check_epoch({"batches": got, "error": None, "after": "stop"}, epoch, "fuzz", stopped=None)
+
+
+CHECKS = [_against_module, _against_oracle, _guards, _checkpoint, _forbidden, _loader]
 
 
 def run(examples: int) -> int:

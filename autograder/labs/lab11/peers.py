@@ -15,10 +15,17 @@ names the tests that gave the idea):
   and the big-endian archives of `test_serialization_load_bom_data_*`, `test_weights_only_assert` (a pickle
   that calls os.system / eval is refused), `test_serialization_dtypes`-style every-dtype round trips,
   `test_serialization_zipfile` with file objects and paths, `test_meta_serialization`-free CPU cases):
-  load_checkpoint against `torch.load(weights_only=True)`.
+  load_checkpoint against `torch.load(weights_only=True)`;
+* PyTorch `test/test_dataloader.py` (`test_sequential_batch` / `test_shuffle_batch_workers`: the sampler's order
+  with workers, `test_drop_last`-style counts, `test_sampler` with a custom list of indices,
+  `test_random_sampler_len_with_replacement`, `test_default_collate_dtype` / dict samples collated per key,
+  `test_error_workers` / `test_error_in_init`-style errors raised in the main process, `test_segfault`-style
+  a worker that dies (an error, not a hang), `test_partial_workers`: workers stop once iteration stops,
+  `test_worker_seed`: workers draw different numbers): Loader against `DataLoader` with the same sampler.
 
 Where the lab's spec deliberately differs from PyTorch (ep.module() lets a size below a lower bound of 2 or
-less through; torch.load accepts torch.Size, dtypes, devices, Parameters, sets and Counters), the case asserts
+less through; torch.load accepts torch.Size, dtypes, devices, Parameters, sets and Counters; DataLoader seeds
+each worker once with base_seed + worker_id, raises the dataset's own exception and goes on after it), the case asserts
 the library's own behaviour as a fact of torch 2.13 beside the lab's, so a change in torch shows up here.
 
     run()   # -> number of cases; raises AssertionError listing every disagreement
@@ -340,6 +347,156 @@ def _check(ref):
         assert any(n.startswith("weights_v2/") for n in z.namelist()), z.namelist()
     got, _ = ref.load_checkpoint(path)
     _tree_equal(got, torch.load(path, weights_only=True), "path")
+
+
+# -- part loader ----------------------------------------------------------------------------------------------------
+class _Items:
+    """Sample i: {"x": a float tensor, "label": an int, "pair": (i, -i)}; `fail` raises, `die` exits the worker,
+    `draw` adds a torch.rand draw and the worker info."""
+
+    def __init__(self, ref, n, fail=(), die=(), draw=False):
+        self.ref, self.n, self.fail, self.die, self.draw = ref, n, set(fail), set(die), draw
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i in self.fail:
+            raise KeyError(f"no sample {i}")
+        if i in self.die:
+            os._exit(7)
+        item = {"x": torch.full((3,), float(i)), "label": i % 4, "pair": (i, -i)}
+        if self.draw:
+            info = self.ref.get_worker_info()
+            item.update(noise=torch.rand(()), worker=info.id, seed=info.seed, pid=os.getpid())
+        return item
+
+
+def _same_batches(got, want, what):
+    assert len(got) == len(want), f"{what}: {len(got)} batches, DataLoader {len(want)}"
+    for b, (g, w) in enumerate(zip(got, want, strict=True)):
+        for key in ("x", "label"):
+            assert g[key].dtype == w[key].dtype and torch.equal(g[key], w[key]), f"{what}, batch {b}: {key}"
+        assert all(torch.equal(p, q) for p, q in zip(g["pair"], w["pair"], strict=True)), f"{what}, batch {b}: pair"
+
+
+@case("loader", "the sampler's order with workers, shuffled and sequential (test_sequential_batch, test_shuffle_batch_workers)")
+def _check(ref):
+    from torch.utils.data import DataLoader, RandomSampler
+    for workers in (1, 2, 3):
+        for size in (1, 3, 5):
+            sampler = RandomSampler(range(13), generator=torch.Generator().manual_seed(workers * 10 + size))
+            again = RandomSampler(range(13), generator=torch.Generator().manual_seed(workers * 10 + size))
+            loader = ref.Loader(_Items(ref, 13), size, sampler, num_workers=workers)
+            oracle = DataLoader(_Items(ref, 13), batch_size=size, sampler=again)
+            for epoch in range(2):
+                _same_batches(list(loader), list(oracle), f"{workers} workers, batches of {size}, epoch {epoch}")
+    _same_batches(list(ref.Loader(_Items(ref, 7), 2, range(7))), list(DataLoader(_Items(ref, 7), batch_size=2)), "sequential")
+
+
+@case("loader", "drop_last, a custom list sampler with repeats, RandomSampler with replacement (test_drop_last, test_sampler)")
+def _check(ref):
+    from torch.utils.data import DataLoader, RandomSampler
+    for drop in (False, True):
+        for n, size in ((10, 3), (9, 3), (2, 4), (0, 2)):
+            got = list(ref.Loader(_Items(ref, max(n, 1)), size, range(n), drop_last=drop))
+            want = list(DataLoader(_Items(ref, max(n, 1)), batch_size=size, sampler=range(n), drop_last=drop))
+            _same_batches(got, want, f"n={n}, batch_size={size}, drop_last={drop}")
+    order = [5, 5, 0, 3, 9, 0, 1]
+    _same_batches(list(ref.Loader(_Items(ref, 10), 3, order)), list(DataLoader(_Items(ref, 10), batch_size=3, sampler=order)),
+                  "a list with repeats")
+    rs = [RandomSampler(range(6), replacement=True, num_samples=11, generator=torch.Generator().manual_seed(4)) for _ in range(2)]
+    _same_batches(list(ref.Loader(_Items(ref, 6), 4, rs[0])), list(DataLoader(_Items(ref, 6), batch_size=4, sampler=rs[1])),
+                  "with replacement")
+
+
+@case("loader", "default_collate of dict and tuple samples, ints to int64 (test_default_collate_dtype)")
+def _check(ref):
+    (batch,) = list(ref.Loader(_Items(ref, 4), 4, range(4)))
+    assert set(batch) == {"x", "label", "pair"} and batch["label"].dtype == torch.int64, batch
+    assert batch["x"].shape == (4, 3) and isinstance(batch["pair"], list) and batch["pair"][1].tolist() == [0, -1, -2, -3]
+
+
+@case("loader", "an exception in a worker is raised in the main process in batch order (test_error_workers); "
+                "the lab's WorkerError ends the epoch, DataLoader's iterator goes on")
+def _check(ref):
+    from torch.utils.data import DataLoader
+    it = iter(ref.Loader(_Items(ref, 12, fail={5}), 2, range(12), num_workers=2))
+    got = []
+    try:
+        for batch in it:
+            got.append(batch)
+    except ref.WorkerError as exc:
+        assert (exc.index, exc.worker_id) == (5, 0) and "KeyError" in str(exc), (exc.index, exc.worker_id, str(exc))
+    else:
+        raise AssertionError("no WorkerError")
+    assert len(got) == 2 and next(it, None) is None, (len(got), "the epoch ends at the error")
+    theirs = iter(DataLoader(_Items(ref, 12, fail={5}), batch_size=2, num_workers=2))
+    seen, errors = 0, 0
+    while True:
+        try:
+            next(theirs)
+            seen += 1
+        except KeyError:
+            errors += 1
+        except StopIteration:
+            break
+    assert (seen, errors) == (5, 1), f"DataLoader (a fact of torch 2.13): {seen} batches and {errors} KeyError"
+
+
+@case("loader", "a worker that dies is an error, not a hang (test_segfault); the lab delivers the batches before it first")
+def _check(ref):
+    import time
+    it = iter(ref.Loader(_Items(ref, 8, die={2}), 2, range(8), num_workers=2))
+    started = time.monotonic()
+    first = next(it)
+    try:
+        next(it)
+    except ref.WorkerError as exc:
+        assert exc.index is None and exc.worker_id == 1, (exc.index, exc.worker_id)
+    else:
+        raise AssertionError("no WorkerError for a dead worker")
+    assert first["label"].tolist() == [0, 1] and time.monotonic() - started < 30
+
+
+@case("loader", "workers stop when the epoch ends and when iteration stops early (test_partial_workers)")
+def _check(ref):
+    def running(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+        except OSError:
+            return False
+    it = iter(ref.Loader(_Items(ref, 12, draw=True), 2, range(12), num_workers=3))
+    pids = {int(p) for _ in range(3) for p in next(it)["pid"]}
+    assert len(pids) == 3 and all(map(running, pids)) and os.getpid() not in pids, pids
+    it.close()
+    assert not any(map(running, pids)), "close() leaves workers running"
+    it = iter(ref.Loader(_Items(ref, 6, draw=True), 2, range(6), num_workers=2))
+    pids = {int(p) for batch in it for p in batch["pid"]}
+    assert len(pids) == 2 and not any(map(running, pids)), "workers still running after StopIteration"
+
+
+@case("loader", "random draws per batch (test_worker_seed: workers draw different numbers); the lab's seeds do not depend "
+                "on num_workers, DataLoader's do")
+def _check(ref):
+    from torch.utils.data import DataLoader
+    draws = {w: [b["noise"].tolist() for b in ref.Loader(_Items(ref, 8, draw=True), 2, range(8), num_workers=w, seed=9)]
+             for w in (1, 2, 3)}
+    assert draws[1] == draws[2] == draws[3], draws
+    assert len({x for batch in draws[1] for x in batch}) == 8, "every sample draws another number"
+    theirs = {w: [b.tolist() for b in DataLoader(_Noise(), batch_size=2, num_workers=w,
+                                                  generator=torch.Generator().manual_seed(9))] for w in (1, 2)}
+    assert theirs[1][0] == theirs[2][0] and theirs[1][1] != theirs[2][1], \
+        f"DataLoader (a fact of torch 2.13): worker 0 draws batch 0 alike, batch 1 changes with num_workers: {theirs}"
+
+
+class _Noise:
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.rand(())
 
 
 def run() -> int:

@@ -190,3 +190,143 @@ def shared_write(sub, files):
         except Exception as exc:  # noqa: BLE001
             results.append(_error(exc))
     return results
+
+
+# -- part loader ------------------------------------------------------------------------------------------------
+# A case: n (dataset length), token (P0's per-case name), random (torch.rand augmentation), fail (indices that
+# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 0.4 s), sampler ({"kind": "list", "indices"} or
+# {"kind": "random", "seed", "replacement", "num_samples"}), batch_size, num_workers, seed, drop_last, epochs.
+import ctypes  # noqa: E402
+import functools  # noqa: E402
+import time  # noqa: E402
+
+import torch.utils.data  # noqa: E402
+
+_loader_state = {}
+
+
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None)
+
+
+class _Samples:
+    """Sample i: (float64 [i, worker id, batch seed, r0, r1], i * 7 + 3). The worker id and seed are what the
+    learner's get_worker_info() says (-1 where it says None); r are torch.rand draws for a random dataset.
+    Each call names the calling thread `token` + worker id (`token` + "m" outside a worker) with
+    prctl(PR_SET_NAME); P0 reads the process's name (its main thread's) from the host's /proc: only a process
+    itself can set its own name."""
+
+    def __init__(self, sub, case):
+        self.sub, self.n, self.token, self.random = sub, int(case["n"]), str(case["token"]), bool(case["random"])
+        self.fail, self.die = {int(i) for i in case.get("fail") or []}, {int(i) for i in case.get("die") or []}
+        self.slow = {int(i) for i in case.get("slow") or []}
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        info = self.sub.get_worker_info()
+        try:
+            wid, seed = (-1, -1) if info is None else (int(info[0]), int(info[2]))
+        except Exception:  # noqa: BLE001 - not a WorkerInfo: recorded as unknown
+            wid, seed = -2, -2
+        name = (self.token + (str(wid) if wid >= 0 else "m")).encode()[:15]
+        _libc().prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME: the calling thread's comm
+        i = int(i)
+        if i in self.fail:
+            raise ValueError(f"sample {i} is broken")
+        if i in self.die:
+            os._exit(3)
+        if i in self.slow:
+            time.sleep(0.4)
+        noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)
+        return torch.cat([torch.tensor([i, wid, seed], dtype=torch.float64), noise]), i * 7 + 3
+
+
+def _sampler(spec, n):
+    if spec["kind"] == "list":
+        return [int(i) for i in spec["indices"]]
+    generator = torch.Generator().manual_seed(int(spec["seed"]))
+    return torch.utils.data.RandomSampler(range(n), replacement=bool(spec.get("replacement")),
+                                          num_samples=spec.get("num_samples"), generator=generator)
+
+
+def _loader(sub, case):
+    return sub.Loader(_Samples(sub, case), int(case["batch_size"]), _sampler(case["sampler"], int(case["n"])),
+                      num_workers=int(case["num_workers"]), seed=int(case["seed"]), drop_last=bool(case["drop_last"]))
+
+
+def _loader_batch(batch):
+    if isinstance(batch, (tuple, list)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
+        return [batch[0].detach().to(torch.float64).contiguous().numpy().copy(),
+                batch[1].detach().to(torch.int64).contiguous().numpy().copy()]
+    return {"other": type(batch).__name__}
+
+
+def _loader_error(exc):
+    out = _error(exc)
+    for name in ("index", "worker_id"):
+        value = getattr(exc, name, "missing")
+        out[name] = value if value is None or isinstance(value, (int, str)) and not isinstance(value, bool) else repr(value)[:40]
+    return out
+
+
+def _drain(iterator, limit):
+    """Batches until StopIteration or an error, then what one more next() gives."""
+    batches, error, after = [], None, None
+    try:
+        while len(batches) < limit:
+            batches.append(_loader_batch(next(iterator)))
+    except StopIteration:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        error = _loader_error(exc)
+    try:
+        extra = next(iterator)
+        after = {"batch": _loader_batch(extra)}
+    except StopIteration:
+        after = "stop"
+    except Exception as exc:  # noqa: BLE001
+        after = {"error": type(exc).__name__}
+    return {"batches": batches, "error": error, "after": after}
+
+
+def loader_epochs(sub, case):
+    """Every epoch of the case, each to its end (or its error), with what next() gives after it."""
+    try:
+        loader = _loader(sub, case)
+        epochs = []
+        for _ in range(int(case["epochs"])):
+            iterator = iter(loader)
+            epochs.append(_drain(iterator, 10_000))
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                close()
+        return epochs
+    except Exception as exc:  # noqa: BLE001
+        return _loader_error(exc)
+
+
+def loader_start(sub, case, count):
+    """Start an epoch and take its first `count` batches; the iterator stays alive for loader_resume."""
+    try:
+        iterator = iter(_loader(sub, case))
+        _loader_state["iterator"] = iterator
+        return [_loader_batch(next(iterator)) for _ in range(int(count))]
+    except Exception as exc:  # noqa: BLE001
+        return _loader_error(exc)
+
+
+def loader_resume(sub, how):
+    """how = "rest": the rest of the epoch (as loader_epochs reports one); how = "close": close() it."""
+    iterator = _loader_state.pop("iterator", None)
+    if iterator is None:
+        return {"error": "NoIterator", "message": "the epoch did not start"}
+    if how == "close":
+        try:
+            iterator.close()
+            return "closed"
+        except Exception as exc:  # noqa: BLE001
+            return _loader_error(exc)
+    return _drain(iterator, 10_000)
