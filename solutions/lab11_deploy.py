@@ -486,9 +486,10 @@ check("checkpoint")
 #    combination raises (an error, not a type promotion: `torch.div` promotes `float32 / float64` to
 #    `float64`, and integers to floats).
 # 4. **Gradients.** `∂/∂a = 1 / b` and `∂/∂b = -a / b²` where `b != 0`; both are **0** where
-#    `b == 0`. Each gradient is summed over the dimensions its input was broadcast along, so it has
-#    the input's shape. (`torch.where(b == 0, fill, a / b)` computes the right values, but autograd
-#    through it gives NaN gradients where `b == 0`: try it below.)
+#    `b == 0`. Each gradient has its input's shape: summed over the dimensions the input was
+#    broadcast along (`sum_to_size`; autograd's engine also sums a gradient of the broadcast shape
+#    down for you). `torch.where(b == 0, fill, a / b)` computes the right values, but autograd
+#    through it gives NaN gradients where `b == 0`: try it below.
 #
 # **What you write.**
 #

@@ -227,6 +227,7 @@ def test_gradients(student):
         {"a": oc.spec(rng, (m, n), "float64", views=[["t"]]), "b": oc.spec(rng, (), "float64"), "requires_grad": [True, True]},
         {"a": oc.spec(rng, (n,), "float64"), "b": oc.spec(rng, (), "float64", zeros=1), "requires_grad": [True, True]},
         {"a": oc.spec(rng, (2, n, m)), "b": oc.spec(rng, (n, 1), zeros=1), "requires_grad": [True, True]},
+        {"a": oc.spec(rng, (n, 1), "float64"), "b": oc.spec(rng, (1, m), "float64", zeros=1), "requires_grad": [True, True]},
     ]
     for case in cases:
         a, _ = oc.make(case["a"])
