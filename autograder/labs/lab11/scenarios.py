@@ -354,7 +354,7 @@ def _python_parts(sub):
     return None if "ok" in _cpp["standin"] else _cpp["standin"]
 
 
-def _op():
+def _cpp_op():
     return getattr(getattr(torch.ops, CPP_NAMESPACE), CPP_OP)
 
 
@@ -372,10 +372,10 @@ def py_fake(sub, cases):
             if case["mode"] == "meta":
                 am = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
                 bm = torch.empty_strided(b.shape, b.stride(), dtype=b.dtype, device="meta")
-                out = _cpp_call(_op(), am, bm, case.get("call", {}))
+                out = _cpp_call(_cpp_op(), am, bm, case.get("call", {}))
             else:
                 with FakeTensorMode() as mode:
-                    out = _cpp_call(_op(), mode.from_tensor(a), mode.from_tensor(b), case.get("call", {}))
+                    out = _cpp_call(_cpp_op(), mode.from_tensor(a), mode.from_tensor(b), case.get("call", {}))
             if not isinstance(out, torch.Tensor):
                 results.append({"error": "NotATensor", "message": type(out).__name__})
                 continue
@@ -398,7 +398,7 @@ def py_grad(sub, cases):
             b, _ = _cpp_tensor(case["b"])
             wants = case["requires_grad"]
             a, b = a.detach().requires_grad_(bool(wants[0])), b.detach().requires_grad_(bool(wants[1]))
-            out = _cpp_call(_op(), a, b, case.get("call", {}))
+            out = _cpp_call(_cpp_op(), a, b, case.get("call", {}))
             inputs = [t for t, w in ((a, wants[0]), (b, wants[1])) if w]
             grads = torch.autograd.grad(out, inputs, grad_outputs=torch.from_numpy(np.array(case["grad"], copy=True)),
                                         allow_unused=True)
@@ -409,8 +409,8 @@ def py_grad(sub, cases):
     return results
 
 
-def _program(spec):
-    op = _op()
+def _cpp_program(spec):
+    op = _cpp_op()
     c1, c2, fill = spec["c1"], spec["c2"], spec["fill"]
 
     def fn(a, b):
@@ -433,7 +433,7 @@ def py_compile(sub, programs):
     results = []
     for spec in programs:
         try:
-            compiled = torch.compile(_program(spec), fullgraph=True, backend="aot_eager", dynamic=bool(spec["dynamic"]))
+            compiled = torch.compile(_cpp_program(spec), fullgraph=True, backend="aot_eager", dynamic=bool(spec["dynamic"]))
             runs = []
             for a_np, b_np, w_np in spec["inputs"]:
                 a = torch.from_numpy(np.array(a_np, copy=True)).requires_grad_(True)
