@@ -23,7 +23,12 @@ def dispatch_entries(qualname, ours):
             kind = "fallback"
         else:
             kind = "kernel"
-        short = "ours" if any(o in where for o in ours) else where.rsplit("/", 1)[-1]
+        if any(o in where for o in ours):
+            short = "ours, C++"
+        elif where.endswith("torch/library.py"):
+            short = "ours, from Python"
+        else:
+            short = where.rsplit("/", 1)[-1]
         table[key] = (kind, short)
     return table
 

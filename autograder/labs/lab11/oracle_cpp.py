@@ -113,6 +113,39 @@ def build(student, clean_room) -> dict:
     return {"so": np.frombuffer(lib.read_bytes(), dtype=np.uint8), "key": key}
 
 
+def reference_library() -> str:
+    """The reference CPP_SOURCE compiled in P0 (our own source: no clean room needed) into the same cache entry a
+    grading of the reference uses, and its path: the fuzzer and the peer suite load it, and in CI the reference's
+    grading then finds it built (one build of the reference per machine)."""
+    import torch as _torch
+    from autograder.engine.variants import reference_module
+    source = reference_module("lab11").CPP_SOURCE
+    key = cache_key(source)
+    folder = build_dir("cpp-cache", "lab11")
+    lib = folder / f"{key}.so"
+    with open(folder / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not lib.exists():
+            import tempfile
+            torch_dir = os.path.dirname(_torch.__file__)
+            include = os.path.join(torch_dir, "include")
+            with tempfile.TemporaryDirectory() as tmp:
+                src, out = os.path.join(tmp, f"{NAME}.cpp"), os.path.join(tmp, f"{NAME}.so")
+                with open(src, "w") as f:
+                    f.write(source)
+                cmd = ["g++", f"-DTORCH_EXTENSION_NAME={NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-isystem", include,
+                       "-isystem", os.path.join(include, "torch", "csrc", "api", "include"), "-fPIC", "-std=c++20", *FLAGS,
+                       "-shared", src, "-o", out, f"-L{os.path.join(torch_dir, 'lib')}", "-lc10", "-ltorch", "-ltorch_cpu",
+                       "-Wl,--no-undefined"]
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT * 2)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"the reference C++ source does not compile: {proc.stderr[-2000:]}")
+                tmp_lib = folder / f"{key}.so.{os.getpid()}"
+                tmp_lib.write_bytes(open(out, "rb").read())
+                tmp_lib.rename(lib)
+    return str(lib)
+
+
 # -- tensors and the oracle -------------------------------------------------------------------------------------
 def make(spec):
     """The tensor a case describes (base array + view ops), as the scenario builds it, and its base."""
