@@ -571,6 +571,7 @@ def fresh_library():
 
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "cpp-source", "locked": false, "schema_version": 3, "solution": true}
+# Replace the line below by CPP_SOURCE = r"""...""": your C++ (the skeleton above is a start).
 ### BEGIN SOLUTION
 # IPT-CANARY lab11 cpp-source
 CPP_SOURCE = r"""
