@@ -53,6 +53,8 @@ def compile_message(kind: str, text: str) -> str:
     """What the learner reads about a build that failed: the first error lines, no paths of ours."""
     if kind == "timeout":
         return f"your C++ source did not compile within {BUILD_TIMEOUT} s"
+    if kind == "toolchain":
+        return "the graders could not run the C++ compiler on this machine (not your fault; your instructor can see it)"
     if kind == "symbols":
         return (f"your library calls {text[:200]}: a kernel library may only use torch's C++ libraries and the C++ "
                 "standard library")
@@ -103,7 +105,7 @@ def build(student, clean_room) -> dict:
             else:
                 kind = replies.string(reply.get("error"), "the build's outcome")
                 message = compile_message(kind, replies.string(reply.get("message", ""), "the compiler's output"))
-                if kind == "timeout":
+                if kind in ("timeout", "toolchain"):  # not the source's fault: never cached
                     return {"error": message}
                 tmp = folder / f"{key}.json.{os.getpid()}"
                 tmp.write_text(json.dumps({"error": message}))

@@ -226,6 +226,8 @@ def cpp_build(sub, source, name, flags, timeout):
         proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout, errors="replace")
     except subprocess.TimeoutExpired:
         return {"error": "timeout", "message": f"the compiler did not finish within {timeout} s"}
+    except OSError as exc:  # no compiler where the graders run: the host's fault, not the source's
+        return {"error": "toolchain", "message": f"{type(exc).__name__}: {exc}"[:300]}
     if proc.returncode != 0:
         return {"error": "compile", "message": scrub(proc.stderr)[-20000:]}
     nm = subprocess.run(["nm", "-D", "--undefined-only", so], capture_output=True, text=True, timeout=60)
