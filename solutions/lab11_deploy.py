@@ -27,9 +27,10 @@
 # | `export` | an interpreter for `torch.export` programs: the graph signature, a kernel table, buffer and input mutations, and the shape guards of dynamic dimensions | 50 | 3 |
 # | `checkpoint` | a safe reader of `torch.save` files: the zip layout, a restricted unpickler with an allow-list, shared storages and views, byte order | 50 | 2.5 |
 # | `loader` | a data loader with worker processes: index and result queues, in-order delivery, per-batch seeds, worker errors and shutdown | 20 | 2 |
+# | `cpp` | a C++ operator: a `TORCH_LIBRARY` schema and CPU kernel built with `load_inline`, its fake kernel and its backward formula, ready for `torch.compile` | 20 | 2 |
 #
-# The hours are a rough guide for a learner who has worked through lectures 9.1 (export) and
-# 9.4 (checkpoints and data): about 5.5 in all.
+# The hours are a rough guide for a learner who has worked through lectures 9.1 (export),
+# 9.3 (C++ operators) and 9.4 (checkpoints and data): about 7.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with PyTorch. The hidden graders use more and
@@ -731,6 +732,234 @@ print("DataLoader's noise, 1 vs 2 workers:", [[round(x, 3) for b in DataLoader(A
 
 # %% nbgrader={"grade": true, "grade_id": "loader", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A data loader with worker processes"
 check("loader")
+# %% [markdown] nbgrader={"grade": false, "grade_id": "cpp-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 3 — A C++ operator (20 points)
+#
+# A deployment runtime that has no Python still needs your custom operators, so they are written in
+# C++ and registered with PyTorch's **dispatcher**. You write one: `lab11_cpp::safe_div`, a division
+# that does not blow up on a zero denominator, with a CPU kernel in C++ and, in Python, the two
+# pieces `torch.compile` and autograd need: a fake kernel and a backward formula.
+#
+# **The operator.** Its schema is exactly
+#
+# ```
+# safe_div(Tensor a, Tensor b, *, float fill=0.0) -> Tensor
+# ```
+#
+# (`*` makes `fill` keyword-only: `safe_div(a, b, fill=1.0)` works, `safe_div(a, b, 1.0)` raises.)
+#
+# 1. **Values.** The result is `a / b` where `b != 0`, and `fill` where `b == 0` (`-0.0` included),
+#    whatever `a` is there, NaN included. Elsewhere IEEE division as usual (`b` NaN gives NaN).
+#    `torch.div` gives `±inf` or `nan` where `b == 0`.
+# 2. **Shapes and layout.** `a` and `b` broadcast like any binary op (shapes that do not broadcast
+#    raise). The result has the broadcast shape and is a **new contiguous** tensor, whatever the
+#    strides of `a` and `b` (`torch.div` of a transposed `a` returns a transposed result). It never
+#    shares memory with `a` or `b`, and `a` and `b` are not modified.
+# 3. **Dtypes.** `a` and `b` are both `float32` or both `float64`, and so is the result. Any other
+#    combination raises (an error, not a type promotion: `torch.div` promotes `float32 / float64` to
+#    `float64`, and integers to floats).
+# 4. **Gradients.** `∂/∂a = 1 / b` and `∂/∂b = -a / b²` where `b != 0`; both are **0** where
+#    `b == 0`. Each gradient has its input's shape: summed over the dimensions the input was
+#    broadcast along (`sum_to_size`; autograd's engine also sums a gradient of the broadcast shape
+#    down for you). `torch.where(b == 0, fill, a / b)` computes the right values, but autograd
+#    through it gives NaN gradients where `b == 0`: try it below.
+#
+# **What you write.**
+#
+# * `CPP_SOURCE`, a string of C++: `TORCH_LIBRARY(lab11_cpp, m)` defines the schema above, and
+#   `TORCH_LIBRARY_IMPL(lab11_cpp, CPU, m)` registers your CPU kernel, a function
+#   `at::Tensor safe_div(const at::Tensor& a, const at::Tensor& b, double fill)` that checks the rules
+#   with `TORCH_CHECK` and computes the result. Loop over the elements yourself
+#   (`AT_DISPATCH_FLOATING_TYPES`, `data_ptr<scalar_t>()`) or call ATen operators (`at::`...): any
+#   ATen function is fair, and the rules above are what is graded. Include only `<torch/library.h>`
+#   and ATen headers (`<ATen/core/Tensor.h>`, `<ATen/Dispatch.h>`, `<ATen/ops/empty.h>`, ...), not
+#   `<torch/extension.h>`: that one brings in Python, and your library must stand on its own.
+# * `register_python_parts(lib)`, which registers, on the `torch.library.Library` it is given:
+#   a **fake kernel** (`torch.library.register_fake("lab11_cpp::safe_div", fn, lib=lib)`) that returns
+#   an empty tensor with the result's shape, dtype, device and (contiguous) strides, and raises where
+#   the CPU kernel would for dtypes and shapes (`torch._check`); and the **backward formula**
+#   (`torch.library.register_autograd("lab11_cpp::safe_div", backward, setup_context=...,
+#   lib=lib)`). Because `fill` is keyword-only, `setup_context` has the signature
+#   `setup_context(ctx, inputs, keyword_only_inputs, output)`, where `inputs` is `(a, b)`.
+#
+# `build_extension(CPP_SOURCE)` (below) compiles your source with `load_inline` and loads it into the
+# notebook's process; `fresh_library()` gives `register_python_parts` a library that replaces the one
+# from your previous run. A process cannot unload a `TORCH_LIBRARY`: after you change the C++, restart
+# the kernel (*Kernel → Restart*), then run the cells again. Keep the build calls out of your solution
+# cells.
+#
+# **How it is graded.** The graders compile `CPP_SOURCE` themselves (`g++ -O1 -std=c++20`, the flags
+# `build_extension` uses) and run your kernel in a process where none of your Python ran. They test
+# `register_python_parts` on an operator of their own with the same schema, so a bug in one half costs
+# only that half. Compiler errors come back as the compiler's first error lines.
+#
+# A skeleton to start from:
+#
+# ```cpp
+# #include <ATen/core/Tensor.h>
+# #include <ATen/Dispatch.h>
+# #include <ATen/ops/empty.h>
+# #include <torch/library.h>
+#
+# at::Tensor safe_div(const at::Tensor& a, const at::Tensor& b, double fill) {
+#   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "safe_div: ...");
+#   ...
+# }
+#
+# TORCH_LIBRARY(lab11_cpp, m) { m.def("safe_div(Tensor a, Tensor b, *, float fill=0.0) -> Tensor"); }
+# TORCH_LIBRARY_IMPL(lab11_cpp, CPU, m) { m.impl("safe_div", &safe_div); }
+# ```
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "cpp-helpers", "locked": true, "schema_version": 3, "solution": false}
+import hashlib
+
+CPP_FLAGS = ["-O1", "-g0"]   # what the graders compile with, after -std=c++20 -fPIC
+_loaded_extension = {}
+_python_parts = []
+
+
+def build_extension(source, verbose=False):
+    """Compile the C++ `source` with load_inline (cached under TORCH_EXTENSIONS_DIR by its content) and load it
+    into this process. Returns the path of the shared library."""
+    from torch.utils.cpp_extension import load_inline
+    name = "lab11_cpp_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    if name not in _loaded_extension:
+        if _loaded_extension:
+            raise RuntimeError("this process already loaded another version of your C++ source, and a TORCH_LIBRARY "
+                               "cannot be unloaded: restart the kernel (Kernel > Restart), then run the cells again")
+        _loaded_extension[name] = load_inline(name, cpp_sources=source, is_python_module=False,
+                                              no_implicit_headers=True, extra_cflags=CPP_FLAGS,
+                                              extra_ldflags=["-Wl,--no-undefined"], verbose=verbose)
+    return _loaded_extension[name]
+
+
+def fresh_library():
+    """A new torch.library.Library("lab11_cpp", "FRAGMENT") for register_python_parts. The one it replaces is
+    destroyed first, which unregisters what was registered on it: re-running a cell re-registers."""
+    while _python_parts:
+        _python_parts.pop()._destroy()
+    lib = torch.library.Library("lab11_cpp", "FRAGMENT")
+    _python_parts.append(lib)
+    return lib
+
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "cpp-source", "locked": false, "schema_version": 3, "solution": true}
+# Replace the line below by CPP_SOURCE = r"""...""": your C++ (the skeleton above is a start).
+### BEGIN SOLUTION
+# IPT-CANARY lab11 cpp-source
+CPP_SOURCE = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ops/broadcast_tensors.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+namespace {
+
+at::Tensor safe_div(const at::Tensor& a, const at::Tensor& b, double fill) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "safe_div: a and b must have the same dtype, got ",
+              a.scalar_type(), " and ", b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble,
+              "safe_div: float32 or float64 tensors only, got ", a.scalar_type());
+  TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu(), "safe_div: CPU tensors only");
+  std::vector<at::Tensor> ab = at::broadcast_tensors({a, b});  // views with the broadcast shape
+  at::Tensor ac = ab[0].contiguous();
+  at::Tensor bc = ab[1].contiguous();
+  at::Tensor out = at::empty(ac.sizes(), a.options());  // a new contiguous tensor
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "safe_div", [&] {
+    const scalar_t* pa = ac.const_data_ptr<scalar_t>();
+    const scalar_t* pb = bc.const_data_ptr<scalar_t>();
+    scalar_t* po = out.mutable_data_ptr<scalar_t>();
+    const scalar_t f = static_cast<scalar_t>(fill);
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      po[i] = pb[i] == scalar_t(0) ? f : pa[i] / pb[i];
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(lab11_cpp, m) {
+  m.def("safe_div(Tensor a, Tensor b, *, float fill=0.0) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(lab11_cpp, CPU, m) {
+  m.impl("safe_div", &safe_div);
+}
+"""
+### END SOLUTION
+
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "cpp-python", "locked": false, "schema_version": 3, "solution": true}
+def register_python_parts(lib):
+    """Register the fake kernel and the autograd formula of lab11_cpp::safe_div on the Library `lib`."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 cpp-python
+    def fake(a, b, *, fill=0.0):
+        torch._check(a.dtype == b.dtype, lambda: f"safe_div: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+        torch._check(a.dtype in (torch.float32, torch.float64), lambda: f"safe_div: float32 or float64 only, got {a.dtype}")
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+        return a.new_empty(shape)
+
+    def setup_context(ctx, inputs, keyword_only_inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        nonzero = b != 0
+        safe_b = torch.where(nonzero, b, torch.ones_like(b))  # no inf or NaN anywhere, even unselected
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = torch.where(nonzero, grad / safe_b, 0.0).sum_to_size(a.shape)
+        if ctx.needs_input_grad[1]:
+            grad_b = torch.where(nonzero, -grad * a / (safe_b * safe_b), 0.0).sum_to_size(b.shape)
+        return grad_a, grad_b
+
+    torch.library.register_fake("lab11_cpp::safe_div", fake, lib=lib)
+    torch.library.register_autograd("lab11_cpp::safe_div", backward, setup_context=setup_context, lib=lib)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "cpp-explore", "locked": false, "schema_version": 3, "solution": false}
+# Build your library (about 15 s the first time; cached after that), then register the Python parts.
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+build_extension(CPP_SOURCE)
+register_python_parts(fresh_library())
+safe_div = torch.ops.lab11_cpp.safe_div
+
+a = torch.tensor([1.0, -2.0, 3.0, float("nan")])
+b = torch.tensor([2.0, 0.0, -0.0, 0.0])
+# Predict first: what do torch.div and safe_div(fill=9) return here?
+print("torch.div:", torch.div(a, b))
+print("safe_div: ", safe_div(a, b, fill=9.0))
+
+# Predict: which gradients does autograd give through torch.where(b == 0, 0, a / b), and which through yours?
+a1 = torch.tensor([1.0, 2.0], requires_grad=True)
+b1 = torch.tensor([0.0, 4.0], requires_grad=True)
+torch.where(b1 == 0, 0.0, a1 / b1).sum().backward()
+print("through torch.where:", a1.grad, b1.grad)
+a1.grad = b1.grad = None
+safe_div(a1, b1).sum().backward()
+print("through safe_div:   ", a1.grad, b1.grad)
+
+# Predict: the strides of torch.div's and safe_div's results for a transposed a, under a FakeTensorMode.
+with FakeTensorMode() as mode:
+    at_fake = mode.from_tensor(torch.randn(3, 4)).t()
+    bt = mode.from_tensor(torch.randn(3))
+    print("fake torch.div:", torch.div(at_fake, bt).stride(), " fake safe_div:", safe_div(at_fake, bt).stride())
+
+x, y = torch.randn(4, 3, dtype=torch.float64, requires_grad=True), torch.randn(3, dtype=torch.float64, requires_grad=True)
+print(torch.library.opcheck(safe_div, (x, y), {"fill": 2.0}))
+print("gradcheck:", torch.autograd.gradcheck(lambda p, q: safe_div(p, q, fill=2.0), (x, y)))
+compiled = torch.compile(lambda p, q: safe_div(p.sin(), q, fill=1.0).sum(), fullgraph=True, backend="aot_eager")
+print("compiled:", compiled(x, y.detach().masked_fill(torch.tensor([True, False, False]), 0.0)))
+
+# %% nbgrader={"grade": true, "grade_id": "cpp", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A C++ operator"
+check("cpp")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
 # ## Done

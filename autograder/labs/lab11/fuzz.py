@@ -16,6 +16,10 @@ Each example draws one check over catalogue.toml's classes:
   batch sizes, drop_last, 1 to 3 workers, two epochs; on a dataset that draws torch.rand, against P0's model of
   the lab's seeds (oracle_loader.expected), where DataLoader deliberately differs (base_seed + worker_id).
 
+* `lab11_cpp::safe_div` (the reference C++ kernel, with its Python fake kernel and backward) against torch's
+  `where(b == 0, fill, a / b)` on drawn shapes, layouts, dtypes and zeros; gradients against autograd through the same
+  expression with a safe denominator; the fake kernel's metadata against the real kernel's.
+
     run(20)    # CI: a few seconds          run(400)   # make fuzz
 """
 from __future__ import annotations
@@ -195,7 +199,61 @@ def _loader(ref, rng):
         oracle_loader.check_epoch({"batches": got, "error": None, "after": "stop"}, epoch, "fuzz", stopped=None)
 
 
-CHECKS = [_against_module, _against_oracle, _guards, _checkpoint, _forbidden, _loader]
+@functools.lru_cache(maxsize=1)
+def _safe_div(ref):
+    from autograder.labs.lab11 import oracle_cpp
+    torch.ops.load_library(oracle_cpp.reference_library())   # the graders' cache entry of the reference source
+    ref.register_python_parts(ref.fresh_library())
+    return torch.ops.lab11_cpp.safe_div
+
+
+def _cpp_input(rng, shape, dtype):
+    """A drawn tensor of `shape`, possibly reached through a transpose, a stepped slice or an expand."""
+    x = torch.from_numpy(np.asarray(rng.uniform(-4, 4, size=shape))).to(dtype)
+    x[torch.from_numpy(np.asarray(rng.random(shape) < 0.3))] = 0.0
+    kind = int(rng.integers(4)) if len(shape) >= 2 else 0
+    if kind == 1:
+        x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    elif kind == 2:
+        x = torch.cat([x, x], -1)[..., ::2]
+    elif kind == 3 and shape[0] == 1:
+        x = x.expand(3, *shape[1:])
+    return x
+
+
+def _cpp(ref, rng):
+    """safe_div (the reference C++ kernel, its fake kernel and backward) against torch: where(b == 0, fill, a / b)
+    for values, the same expression with a safe denominator for gradients, the real kernel's metadata for the fake's."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    op = _safe_div(ref)
+    dtype = [torch.float32, torch.float64][int(rng.integers(2))]
+    rank = int(rng.integers(0, 4))
+    shape = [int(rng.integers(0, 4)) if rng.random() < 0.15 else int(rng.integers(1, 5)) for _ in range(rank)]
+    other = [s if rng.random() < 0.6 else 1 for s in shape][int(rng.integers(0, rank + 1)):]
+    a, b = _cpp_input(rng, shape, dtype), _cpp_input(rng, other, dtype)
+    if rng.random() < 0.5:
+        a, b = b, a
+    fill = float(rng.uniform(-3, 3))
+    got = op(a, b, fill=fill)
+    a2, b2 = torch.broadcast_tensors(a, b)
+    zero = b2 == 0
+    want = torch.where(zero, torch.full_like(a2, fill), a2 / torch.where(zero, torch.ones_like(b2), b2))
+    assert torch.equal(got, want) and got.is_contiguous() and got.dtype == dtype, (a.shape, b.shape)
+    with FakeTensorMode() as mode:
+        fake = op(mode.from_tensor(a), mode.from_tensor(b), fill=fill)
+    assert fake.shape == got.shape and fake.dtype == got.dtype and (got.numel() == 0 or all(
+        f == r for f, r, s in zip(fake.stride(), got.stride(), got.shape, strict=True) if s > 1)), (fake.stride(), got.stride())
+    x, y = a.detach().double().requires_grad_(True), b.detach().double().requires_grad_(True)
+    g = torch.from_numpy(rng.uniform(-1, 1, size=tuple(got.shape)))
+    ga, gb = torch.autograd.grad(op(x, y, fill=fill), [x, y], g)
+    x2, y2 = x.detach().requires_grad_(True), y.detach().requires_grad_(True)
+    x3, y3 = torch.broadcast_tensors(x2, y2)
+    z = y3 == 0
+    wa, wb = torch.autograd.grad(torch.where(z, fill, x3 / torch.where(z, torch.ones_like(y3), y3)), [x2, y2], g)
+    assert torch.allclose(ga, wa, rtol=1e-12, atol=1e-12) and torch.allclose(gb, wb, rtol=1e-12, atol=1e-12), (a.shape, b.shape)
+
+
+CHECKS = [_against_module, _against_oracle, _guards, _checkpoint, _forbidden, _loader, _cpp]
 
 
 def run(examples: int) -> int:

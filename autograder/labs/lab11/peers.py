@@ -33,6 +33,7 @@ the library's own behaviour as a fact of torch 2.13 beside the lab's, so a chang
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import os
 import tempfile
@@ -497,6 +498,106 @@ class _Noise:
 
     def __getitem__(self, i):
         return torch.rand(())
+# -- part cpp: modelled on PyTorch's test/test_custom_ops.py (opcheck over sample inputs, fake-tensor metadata
+# against the real kernel's, autograd registration), test/test_cpp_extensions_jit.py (load_inline of a
+# TORCH_LIBRARY source, is_python_module=False) and TensorFlow's divide_no_nan tests (zero where the denominator
+# is zero, its gradient there, broadcasting). The oracle is torch: where(b == 0, fill, a / b) and its derivative.
+@functools.cache
+def _safe_div():
+    ref = SUITE.reference()
+    from autograder.labs.lab11 import oracle_cpp
+    torch.ops.load_library(oracle_cpp.reference_library())   # the graders' cache entry of the reference source
+    ref.register_python_parts(ref.fresh_library())
+    return torch.ops.lab11_cpp.safe_div
+
+
+def _want(a, b, fill=0.0):
+    a2, b2 = torch.broadcast_tensors(a, b)
+    zero = b2 == 0
+    return torch.where(zero, torch.full_like(a2, fill), a2 / torch.where(zero, torch.ones_like(b2), b2))
+
+
+@case("cpp", "divide_no_nan style: zero where the denominator is zero, a / b elsewhere, broadcasting")
+def _check(ref):
+    op = _safe_div()
+    for dtype in (torch.float32, torch.float64):
+        a = torch.tensor([[1.0, 2.0, 0.0], [-3.0, float("inf"), float("nan")]], dtype=dtype)
+        b = torch.tensor([0.0, 4.0, -0.0], dtype=dtype)
+        got = op(a, b)
+        assert torch.equal(got, _want(a, b)), got
+        assert torch.equal(got[:, 1], torch.div(a, b)[:, 1]), "a / b where b != 0"
+
+
+@case("cpp", "divide_no_nan style: the gradient where the denominator is zero is zero, not NaN")
+def _check(ref):
+    op = _safe_div()
+    a = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([0.0, 2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    ga, gb = torch.autograd.grad(op(a, b).sum(), [a, b])
+    assert torch.equal(ga, torch.tensor([0.0, 0.5, -1.0], dtype=torch.float64)), ga
+    assert torch.equal(gb, torch.tensor([0.0, -0.5, -3.0], dtype=torch.float64)), gb
+    a2, b2 = a.detach().requires_grad_(True), b.detach().requires_grad_(True)
+    torch.where(b2 == 0, 0.0, a2 / b2).sum().backward()
+    assert torch.isnan(a2.grad[0]) and torch.isnan(b2.grad[0]), "autograd through torch.where gives NaN there"
+
+
+@case("cpp", "test_custom_ops style: opcheck over sample inputs (schema, autograd registration, fake tensor, aot dispatch)")
+def _check(ref):
+    op = _safe_div()
+    samples = [((torch.randn(3, 4, dtype=torch.float64, requires_grad=True), torch.tensor([1.0, 0.0, 2.0, -1.0], dtype=torch.float64)), {}),
+               ((torch.randn(2, 1), torch.randn(1, 3, requires_grad=True)), {"fill": 2.5}),
+               ((torch.randn(0, 3), torch.randn(3)), {}),
+               ((torch.randn(4, 3).t(), torch.zeros(())), {"fill": -1.0})]
+    for args, kwargs in samples:
+        report = torch.library.opcheck(op, args, kwargs)
+        assert all(v == "SUCCESS" for v in report.values()), report
+
+
+@case("cpp", "test_custom_ops style: the fake kernel's metadata equals the real kernel's (shape, strides, dtype)")
+def _check(ref):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    op = _safe_div()
+    for a, b in ((torch.randn(4, 3).t(), torch.randn(4)), (torch.randn(2, 1, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)),
+                 (torch.randn(()), torch.randn(0)), (torch.randn(6)[::2], torch.randn(1))):
+        real = op(a, b)
+        with FakeTensorMode() as mode:
+            fake = op(mode.from_tensor(a), mode.from_tensor(b))
+        assert (fake.shape, fake.stride(), fake.dtype) == (real.shape, real.stride(), real.dtype), (fake, real)
+        assert real.is_contiguous() and torch.equal(real, _want(a, b))
+
+
+@case("cpp", "test_custom_ops style: errors for mixed, integer and half dtypes and shapes that do not broadcast (torch.div promotes)")
+def _check(ref):
+    op = _safe_div()
+    assert torch.div(torch.ones(2), torch.ones(2, dtype=torch.float64)).dtype == torch.float64
+    for a, b in ((torch.ones(2), torch.ones(2, dtype=torch.float64)), (torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64)),
+                 (torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.float16)), (torch.ones(2), torch.ones(3))):
+        try:
+            op(a, b)
+        except RuntimeError:
+            continue
+        raise AssertionError(f"{a.dtype} {tuple(a.shape)} / {b.dtype} {tuple(b.shape)} returned")
+
+
+@case("cpp", "test_cpp_extensions_jit style: the keyword-only argument and its default, torch.compile(fullgraph=True)")
+def _check(ref):
+    op = _safe_div()
+    a, b = torch.tensor([2.0, 3.0]), torch.tensor([0.0, 3.0])
+    assert torch.equal(op(a, b), torch.tensor([0.0, 1.0])) and torch.equal(op(b=b, a=a, fill=5.0), torch.tensor([5.0, 1.0]))
+    try:
+        op(a, b, 5.0)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("fill passed positionally was accepted")
+    f = torch.compile(lambda x, y: op(x.sin(), y, fill=1.0).sum(), fullgraph=True, backend="aot_eager", dynamic=True)
+    for n in (3, 5):
+        x = torch.randn(n, 2, requires_grad=True)
+        y = torch.tensor([0.0, 2.0])
+        out = f(x, y)
+        out.backward()
+        assert torch.allclose(out, _want(x.sin(), y, 1.0).sum()), out
+        assert torch.allclose(x.grad, torch.tensor([0.0, 0.5]) * x.cos()), x.grad
 
 
 def run() -> int:

@@ -330,3 +330,261 @@ def loader_resume(sub, how):
         except Exception as exc:  # noqa: BLE001
             return _loader_error(exc)
     return _drain(iterator, 10_000)
+# -- part cpp ---------------------------------------------------------------------------------------------------
+# Two kinds of process run these. P1 (the learner's module loaded) answers cpp_source and tests
+# register_python_parts on a stand-in operator defined here (py_*). The clean room (none of the learner's
+# Python) compiles CPP_SOURCE (cpp_build) and runs the learner's kernel (cpp_cases). Every reply is data P0 checks.
+CPP_NAMESPACE, CPP_OP = "lab11_cpp", "safe_div"
+CPP_SCHEMA = "safe_div(Tensor a, Tensor b, *, float fill=0.0) -> Tensor"
+_cpp = {"lib": None, "standin": None, "libraries": []}
+
+
+def cpp_source(sub):
+    source = getattr(sub, "CPP_SOURCE", None)
+    return source if isinstance(source, str) else {"error": "missing", "message": f"CPP_SOURCE is {type(source).__name__}"}
+
+
+def cpp_build(sub, source, name, flags, timeout):
+    """Compile `source` into a shared library in this process's private /tmp; its bytes, or the compiler's
+    complaint with the folder and the include paths cut out."""
+    import subprocess
+    torch_dir = os.path.dirname(torch.__file__)
+    folder = tempfile.mkdtemp(prefix="cpp-")
+    src, so = os.path.join(folder, f"{name}.cpp"), os.path.join(folder, f"{name}.so")
+    with open(src, "w") as f:
+        f.write(source)
+    include = os.path.join(torch_dir, "include")
+    cmd = ["g++", f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-isystem", include,
+           "-isystem", os.path.join(include, "torch", "csrc", "api", "include"), "-fPIC", "-std=c++20", *flags,
+           "-shared", src, "-o", so, f"-L{os.path.join(torch_dir, 'lib')}", "-lc10", "-ltorch", "-ltorch_cpu",
+           "-Wl,--no-undefined"]
+
+    def scrub(text):
+        return (text.replace(src, "CPP_SOURCE").replace(folder + "/", "").replace(include + "/", "<torch>/")
+                .replace(torch_dir + "/", "<torch>/"))
+    try:
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout, errors="replace")
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout", "message": f"the compiler did not finish within {timeout} s"}
+    except OSError as exc:  # no compiler where the graders run: the host's fault, not the source's
+        return {"error": "toolchain", "message": f"{type(exc).__name__}: {exc}"[:300]}
+    if proc.returncode != 0:
+        return {"error": "compile", "message": scrub(proc.stderr)[-20000:]}
+    nm = subprocess.run(["nm", "-D", "--undefined-only", so], capture_output=True, text=True, timeout=60)
+    reached = sorted({line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line.split()}
+                     & {"dlopen", "dlsym", "dlvsym", "dlmopen", "system", "popen", "fork", "execve", "execv", "execvp"})
+    if nm.returncode != 0 or reached:
+        return {"error": "symbols", "message": ", ".join(reached) or "nm could not read the library"}
+    with open(so, "rb") as f:
+        data = f.read()
+    return {"so": np.frombuffer(data, dtype=np.uint8).copy()}
+
+
+def _cpp_tensor(spec):
+    t = torch.from_numpy(np.array(spec["base"], copy=True))
+    base = t
+    for view in spec.get("views", []):
+        kind = view[0]
+        if kind == "t":
+            t = t.transpose(-1, -2)
+        elif kind == "permute":
+            t = t.permute(*view[1])
+        elif kind == "slice":
+            _, dim, start, stop, step = view
+            t = t[(slice(None),) * dim + (slice(start, stop, step),)]
+        elif kind == "expand":
+            t = t.expand(*view[1])
+        elif kind == "unsqueeze":
+            t = t.unsqueeze(view[1])
+    return t, base
+
+
+def _cpp_call(op, a, b, call):
+    style, fill = call.get("style", "plain"), call.get("fill", 0.0)
+    if style == "plain":
+        return op(a, b)
+    if style == "fill_kw":
+        return op(a, b, fill=fill)
+    if style == "fill_pos":
+        return op(a, b, fill)
+    if style == "names":
+        return op(b=b, a=a, fill=fill)
+    if style == "extra_kw":
+        return op(a, b, fill=fill, alpha=1.0)
+    raise ValueError(style)
+
+
+def _values(t):
+    t = t.detach()
+    return (t.to(torch.float64) if t.dtype in (torch.float16, torch.bfloat16) else t).contiguous().numpy().copy()
+
+
+def _op_reply(out, bases, write):
+    if not isinstance(out, torch.Tensor):
+        return {"error": "NotATensor", "message": type(out).__name__}
+    reply = {"values": _values(out), "shape": list(out.shape), "stride": list(out.stride()),
+             "dtype": str(out.dtype).replace("torch.", ""), "device": str(out.device),
+             "after": [_values(t) for t in bases]}
+    if write is not None:
+        try:
+            with torch.no_grad():
+                out.fill_(write)
+            reply["after_write"] = [_values(t) for t in bases]
+        except Exception as exc:  # noqa: BLE001
+            reply["after_write"] = _error(exc)
+    return reply
+
+
+def cpp_cases(sub, so, key, cases):
+    """Load the library compiled from the learner's source (once per process) and run the cases on it."""
+    if _cpp["lib"] != key:
+        if _cpp["lib"] is not None:
+            return {"load_error": "another library is already loaded in this process"}
+        path = os.path.join(tempfile.mkdtemp(prefix="lib-"), f"{key}.so")
+        with open(path, "wb") as f:
+            f.write(np.asarray(so, np.uint8).tobytes())
+        try:
+            torch.ops.load_library(path)
+        except Exception as exc:  # noqa: BLE001
+            return {"load_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        _cpp["lib"] = key
+    try:
+        op = getattr(getattr(torch.ops, CPP_NAMESPACE), CPP_OP)
+    except (AttributeError, RuntimeError):
+        return {"load_error": f"after loading your library, torch.ops.{CPP_NAMESPACE}.{CPP_OP} does not exist"}
+    return {"results": [_cpp_case(op, case) for case in cases]}
+
+
+def _cpp_case(op, case):
+    try:
+        a, abase = _cpp_tensor(case["a"])
+        b, bbase = _cpp_tensor(case["b"])
+        out = _cpp_call(op, a, b, case.get("call", {}))
+        return _op_reply(out, [abase, bbase], case.get("write"))
+    except Exception as exc:  # noqa: BLE001
+        return _error(exc)
+
+
+def _standin_kernel(a, b, *, fill=0.0):
+    """The graders' CPU kernel of lab11_cpp::safe_div in P1, to test the learner's Python parts on."""
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+        raise RuntimeError(f"safe_div: unsupported dtypes {a.dtype} and {b.dtype}")
+    a2, b2 = torch.broadcast_tensors(a, b)
+    zero = b2 == 0
+    out = torch.where(zero, torch.full_like(a2, fill), a2 / torch.where(zero, torch.ones_like(b2), b2))
+    return out.contiguous().clone()
+
+
+def _python_parts(sub):
+    """The stand-in operator (unless the learner's own library already defines it in this process) and the
+    learner's registrations on it, once per process: None, or the error register_python_parts raised."""
+    if _cpp["standin"] is None:
+        try:
+            getattr(getattr(torch.ops, CPP_NAMESPACE), CPP_OP)
+        except (AttributeError, RuntimeError):
+            lib = torch.library.Library(CPP_NAMESPACE, "DEF")
+            lib.define(CPP_SCHEMA)
+            lib.impl(CPP_OP, _standin_kernel, "CPU")
+            _cpp["libraries"].append(lib)
+        try:
+            lib = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+            _cpp["libraries"].append(lib)
+            sub.register_python_parts(lib)
+            _cpp["standin"] = {"ok": True}
+        except Exception as exc:  # noqa: BLE001
+            _cpp["standin"] = {"error": type(exc).__name__, "message": "register_python_parts raised: " + str(exc)[:250]}
+    return None if "ok" in _cpp["standin"] else _cpp["standin"]
+
+
+def _cpp_op():
+    return getattr(getattr(torch.ops, CPP_NAMESPACE), CPP_OP)
+
+
+def py_fake(sub, cases):
+    """The learner's fake kernel under a FakeTensorMode ("fake") and on meta tensors ("meta")."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    failed = _python_parts(sub)
+    if failed:
+        return [failed for _ in cases]
+    results = []
+    for case in cases:
+        try:
+            a, _ = _cpp_tensor(case["a"])
+            b, _ = _cpp_tensor(case["b"])
+            if case["mode"] == "meta":
+                am = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+                bm = torch.empty_strided(b.shape, b.stride(), dtype=b.dtype, device="meta")
+                out = _cpp_call(_cpp_op(), am, bm, case.get("call", {}))
+            else:
+                with FakeTensorMode() as mode:
+                    out = _cpp_call(_cpp_op(), mode.from_tensor(a), mode.from_tensor(b), case.get("call", {}))
+            if not isinstance(out, torch.Tensor):
+                results.append({"error": "NotATensor", "message": type(out).__name__})
+                continue
+            results.append({"shape": [int(s) for s in out.shape], "stride": [int(s) for s in out.stride()],
+                            "dtype": str(out.dtype).replace("torch.", ""), "device": str(out.device)})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results
+
+
+def py_grad(sub, cases):
+    """Gradients of the stand-in operator through the learner's autograd registration."""
+    failed = _python_parts(sub)
+    if failed:
+        return [failed for _ in cases]
+    results = []
+    for case in cases:
+        try:
+            a, _ = _cpp_tensor(case["a"])
+            b, _ = _cpp_tensor(case["b"])
+            wants = case["requires_grad"]
+            a, b = a.detach().requires_grad_(bool(wants[0])), b.detach().requires_grad_(bool(wants[1]))
+            out = _cpp_call(_cpp_op(), a, b, case.get("call", {}))
+            inputs = [t for t, w in ((a, wants[0]), (b, wants[1])) if w]
+            grads = torch.autograd.grad(out, inputs, grad_outputs=torch.from_numpy(np.array(case["grad"], copy=True)),
+                                        allow_unused=True)
+            results.append({"out": _values(out), "grads": [None if g is None else _values(g) for g in grads],
+                            "shapes": [None if g is None else list(g.shape) for g in grads]})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results
+
+
+def _cpp_program(spec):
+    op = _cpp_op()
+    c1, c2, fill = spec["c1"], spec["c2"], spec["fill"]
+
+    def fn(a, b):
+        h = {"affine": lambda: a * c1 + c2, "sin": lambda: torch.sin(a) * c1, "tanh": lambda: torch.tanh(a) + c2}[spec["pre"]]()
+        y = op(h, b, fill=fill)
+        if spec.get("probe"):  # a data-dependent branch: no single graph holds it
+            if y.sum() > 0:
+                y = y * 2
+        z = {"square": lambda: y * y, "mul_a": lambda: y * a, "none": lambda: y}[spec["post"]]()
+        return {"sum": lambda: z.sum(), "mean": lambda: z.mean(), "sum0": lambda: z.sum(0)}[spec["reduce"]]()
+    return fn
+
+
+def py_compile(sub, programs):
+    """Each program compiled with torch.compile(fullgraph=True, backend="aot_eager") and run on its inputs:
+    the outputs and the gradients of (out * weight).sum() with respect to a and b."""
+    failed = _python_parts(sub)
+    if failed:
+        return [failed for _ in programs]
+    results = []
+    for spec in programs:
+        try:
+            compiled = torch.compile(_cpp_program(spec), fullgraph=True, backend="aot_eager", dynamic=bool(spec["dynamic"]))
+            runs = []
+            for a_np, b_np, w_np in spec["inputs"]:
+                a = torch.from_numpy(np.array(a_np, copy=True)).requires_grad_(True)
+                b = torch.from_numpy(np.array(b_np, copy=True)).requires_grad_(True)
+                out = compiled(a, b)
+                loss = (out * torch.from_numpy(np.array(w_np, copy=True))).sum()
+                ga, gb = torch.autograd.grad(loss, [a, b])
+                runs.append({"out": _values(out), "grad_a": _values(ga), "grad_b": _values(gb)})
+            results.append({"runs": runs})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return results
