@@ -103,7 +103,7 @@ class Mixed(nn.Module):
         h = x * self.scale + self.bias + y.t()
         self.seen.add_(h.mean(0))
         s = (z.abs() + 1.0) ** torch.tanh(z)
-        return h ** 2, s.sum(0) - h.amax()
+        return h ** 2, s.sum(0) - h.sum()
 
 
 # name -> (model class, example args, dynamic shapes, SPEC). SPEC: per user input (placeholder name, dims),
@@ -769,7 +769,7 @@ def first_forbidden(data):
 
 def forbidden_objects():
     """(object, the global its pickle names) for files the allow-list refuses; torch.load(weights_only=True)
-    accepts the torch ones."""
+    accepts the torch ones but torch.cuda.FloatStorage."""
     import builtins
     return [(torch.Size([2, 3]), "torch.Size"), (torch.float32, "torch.float32"), (torch.device("cpu"), "torch.device"),
             (nn.Parameter(torch.ones(2)), "torch._utils._rebuild_parameter"),
