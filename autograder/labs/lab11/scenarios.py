@@ -188,3 +188,158 @@ def shared_write(sub, files):
         except Exception as exc:  # noqa: BLE001
             results.append(_error(exc))
     return results
+
+
+# -- part onnx -------------------------------------------------------------------------------------------------
+# The learner side exports (through the learner's log_cosh_onnx / export_onnx) and answers the ONNX model's bytes;
+# onnx_run runs in the clean room (P0's confined process, none of the learner's cells loaded): it parses the
+# bytes, refuses external data and foreign domains, checks the model and runs it in onnxruntime on P0's inputs.
+ONNX_MAX_BYTES = 8 << 20
+
+
+def _quiet_onnx():
+    import logging
+    import warnings
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    logging.getLogger("onnxscript").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+
+
+def _onnx_bytes(data):
+    if not isinstance(data, (bytes, bytearray)):
+        return {"returned": type(data).__name__[:60]}
+    if len(data) > ONNX_MAX_BYTES:
+        return {"too_big": len(data)}
+    return {"model": np.frombuffer(bytes(data), dtype=np.uint8).copy()}
+
+
+def _onnx_model(spec):
+    from torch import nn
+
+    weights = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in spec["weights"].items()}
+    temps = [float(t) for t in spec["temps"]]
+    log_cosh = torch.ops.lab11.log_cosh
+
+    def linear(prefix):
+        w = weights[prefix + ".weight"]
+        layer = nn.Linear(w.shape[1], w.shape[0], dtype=w.dtype)
+        return layer
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = linear("fc1"), linear("fc2")
+
+        def forward(self, x):
+            return self.fc2(log_cosh(self.fc1(x), temps[0]))
+
+    class TwoInputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fx, self.fy = linear("fx"), linear("fy")
+
+        def forward(self, x, y):
+            v = self.fy(y)
+            return log_cosh(self.fx(x) + v, temps[0]), log_cosh(v, temps[1]).mean(-1)
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = linear("fc")
+
+        def forward(self, x):
+            return x + log_cosh(self.fc(x), temps[0]) - log_cosh(x, temps[1])
+
+    model = {"mlp": Mlp, "two_inputs": TwoInputs, "residual": Residual}[spec["kind"]]()
+    model.load_state_dict(weights)
+    return model.eval()
+
+
+def onnx_export(sub, spec):
+    """The learner's export_onnx on P0's model (built here from P0's weights) and example inputs."""
+    _quiet_onnx()
+    try:
+        model = _onnx_model(spec)
+        example = tuple(torch.from_numpy(np.array(a, copy=True)) for a in spec["example"])
+        return _onnx_bytes(sub.export_onnx(model, example))
+    except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+        return _error(exc)
+
+
+def onnx_translate(sub, example, temps):
+    """torch.onnx.export of a module that applies log_cosh once per temperature, with the learner's translation."""
+    _quiet_onnx()
+    from torch import nn
+
+    class Temps(nn.Module):
+        def forward(self, x):
+            return tuple(torch.ops.lab11.log_cosh(x, float(t)) for t in temps)
+
+    try:
+        x = torch.from_numpy(np.array(example, copy=True))
+        program = torch.onnx.export(Temps(), (x,), dynamo=True, verbose=False,
+                                    dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=1024)},),
+                                    custom_translation_table={torch.ops.lab11.log_cosh.default: sub.log_cosh_onnx})
+        return _onnx_bytes(program.model_proto.SerializeToString())
+    except Exception as exc:  # noqa: BLE001
+        return _error(exc)
+
+
+def _onnx_tensors(message):
+    """Every TensorProto inside an ONNX protobuf message (initializers, attributes, subgraphs, functions)."""
+    import onnx
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        for item in ([value] if hasattr(value, "ListFields") else value):
+            if isinstance(item, onnx.TensorProto):
+                yield item
+            yield from _onnx_tensors(item)
+
+
+def onnx_run(sub, model, feeds):
+    """Clean room only. Validate the model, then run it once per feed (a list of input arrays, in order)."""
+    import onnx
+    import onnxruntime as ort
+
+    data = np.asarray(model, np.uint8).tobytes()
+    if len(data) > ONNX_MAX_BYTES:
+        return {"invalid": f"the model has {len(data)} bytes, more than {ONNX_MAX_BYTES}"}
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as exc:  # noqa: BLE001
+        return {"invalid": f"the bytes are not an ONNX model ({type(exc).__name__})"}
+    if any(t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data) for t in _onnx_tensors(proto)):
+        return {"invalid": "the model refers to external data (its weights must be inside the file)"}
+    local = {f.domain for f in proto.functions}
+    foreign = sorted({o.domain for o in proto.opset_import} - {"", "ai.onnx"} - local)
+    used = sorted({n.domain for n in proto.graph.node} - {"", "ai.onnx"} - local)
+    if foreign or used:
+        return {"invalid": f"the model uses operator domains outside the standard ONNX one: {(foreign + used)[:4]}"}
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:  # noqa: BLE001
+        return {"invalid": f"onnx.checker rejects the model: {str(exc)[:300]}"}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.enable_profiling = False
+    options.add_session_config_entry("session.load_model_format", "ONNX")
+    try:
+        session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001
+        return {"invalid": f"onnxruntime cannot load the model: {str(exc)[:300]}"}
+    inputs = session.get_inputs()
+    shapes = [[d if isinstance(d, int) else ("?" if d is None else str(d)) for d in i.shape] for i in inputs]
+    results = []
+    for feed in feeds:
+        if len(feed) != len(inputs):
+            results.append({"error": "InputCount", "message": f"the model takes {len(inputs)} inputs, not {len(feed)}"})
+            continue
+        try:
+            outs = session.run(None, {i.name: np.asarray(a) for i, a in zip(inputs, feed, strict=True)})
+            results.append({"outputs": [np.asarray(o) if isinstance(o, np.ndarray) else repr(type(o)) for o in outs]})
+        except Exception as exc:  # noqa: BLE001
+            results.append(_error(exc))
+    return {"inputs": shapes, "ops": [n.op_type for n in proto.graph.node], "results": results}
