@@ -19,7 +19,8 @@ from autograder.engine import replies
 MAX_BYTES = 8 << 20
 MAX_BATCH = 1024
 TOL = {"float32": (1e-5, 1e-4), "float64": (1e-9, 1e-9)}   # |got - eager| <= atol + rtol * max|eager| (finite)
-KINDS = {"mlp": "float32", "two_inputs": "float32", "residual": "float64"}
+KINDS = ["mlp", "two_inputs"]
+DTYPES = ["float32", "float64"]
 
 
 def log_cosh(x, t):
@@ -38,9 +39,8 @@ def _linear(rng, d_in, d_out, dtype):
             "bias": rng.uniform(-bound, bound, (d_out,)).astype(dtype)}
 
 
-def model_spec(kind, rng):
+def model_spec(kind, rng, dtype):
     """The model P1 builds (scenarios._onnx_model) and P0 evaluates (eager): weights, temperatures, input shapes."""
-    dtype = KINDS[kind]
     weights = {}
 
     def layer(name, d_in, d_out):
@@ -52,15 +52,11 @@ def model_spec(kind, rng):
         layer("fc1", d_in, hidden)
         layer("fc2", hidden, d_out)
         shapes = [[d_in]]
-    elif kind == "two_inputs":
-        dx, dy, hidden = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(3, 8))
+    else:
+        dx, dy, hidden, seq = int(rng.integers(3, 8)), int(rng.integers(2, 6)), int(rng.integers(3, 8)), int(rng.integers(2, 5))
         layer("fx", dx, hidden)
         layer("fy", dy, hidden)
-        shapes = [[dx], [dy]]
-    else:
-        seq, d = int(rng.integers(2, 5)), int(rng.integers(3, 7))
-        layer("fc", d, d)
-        shapes = [[seq, d]]
+        shapes = [[dx], [seq, dy]]
     spec = {"kind": kind, "dtype": dtype, "weights": weights, "temps": temperatures(rng, 2), "shapes": shapes}
     spec["example"] = inputs(spec, rng, int(rng.integers(2, 7)), special=False)
     return spec
@@ -105,12 +101,8 @@ def eager(spec, arrays):
     with torch.no_grad():
         if spec["kind"] == "mlp":
             outs = [lin("fc2", log_cosh(lin("fc1", xs[0]), t[0]))]
-        elif spec["kind"] == "two_inputs":
-            v = lin("fy", xs[1])
-            outs = [log_cosh(lin("fx", xs[0]) + v, t[0]), log_cosh(v, t[1]).mean(-1)]
         else:
-            x = xs[0]
-            outs = [x + log_cosh(lin("fc", x), t[0]) - log_cosh(x, t[1])]
+            outs = [log_cosh(lin("fx", xs[0]), t[0]), log_cosh(lin("fy", xs[1]), t[1])]
     return [o.numpy() for o in outs]
 
 

@@ -238,19 +238,10 @@ def _onnx_model(spec):
             super().__init__()
             self.fx, self.fy = linear("fx"), linear("fy")
 
-        def forward(self, x, y):
-            v = self.fy(y)
-            return log_cosh(self.fx(x) + v, temps[0]), log_cosh(v, temps[1]).mean(-1)
+        def forward(self, x, y):  # the inputs never meet: only the export can say that they share the batch
+            return log_cosh(self.fx(x), temps[0]), log_cosh(self.fy(y), temps[1])
 
-    class Residual(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = linear("fc")
-
-        def forward(self, x):
-            return x + log_cosh(self.fc(x), temps[0]) - log_cosh(x, temps[1])
-
-    model = {"mlp": Mlp, "two_inputs": TwoInputs, "residual": Residual}[spec["kind"]]()
+    model = {"mlp": Mlp, "two_inputs": TwoInputs}[spec["kind"]]()
     model.load_state_dict(weights)
     return model.eval()
 
