@@ -205,6 +205,24 @@ def _quiet_onnx():
     warnings.simplefilter("ignore")
 
 
+def _onnx_error(exc):
+    """The exporter wraps the real error (a translation that raised, a shape it cannot handle) in a ConversionError
+    or TorchExportError with colour codes and advice: answer the outer type, its first line and the innermost cause."""
+    import re
+
+    def line(e):
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+        return text.splitlines()[0].split(" Next steps")[0][:160] if text else ""
+
+    inner, seen = exc, 0
+    while inner.__cause__ is not None and seen < 8:
+        inner, seen = inner.__cause__, seen + 1
+    message = line(exc)
+    if inner is not exc:
+        message += f" ... caused by {type(inner).__name__}: {line(inner)}"
+    return {"error": type(exc).__name__, "message": message[:300]}
+
+
 def _onnx_bytes(data):
     if not isinstance(data, (bytes, bytearray)):
         return {"returned": type(data).__name__[:60]}
@@ -254,7 +272,7 @@ def onnx_export(sub, spec):
         example = tuple(torch.from_numpy(np.array(a, copy=True)) for a in spec["example"])
         return _onnx_bytes(sub.export_onnx(model, example))
     except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
-        return _error(exc)
+        return _onnx_error(exc)
 
 
 def onnx_translate(sub, example, temps):
@@ -273,7 +291,7 @@ def onnx_translate(sub, example, temps):
                                     custom_translation_table={torch.ops.lab11.log_cosh.default: sub.log_cosh_onnx})
         return _onnx_bytes(program.model_proto.SerializeToString())
     except Exception as exc:  # noqa: BLE001
-        return _error(exc)
+        return _onnx_error(exc)
 
 
 def _onnx_tensors(message):
