@@ -272,7 +272,8 @@ check("export")
 # ## Part 2 — A safe checkpoint reader (50 points)
 #
 # `torch.save(obj, f)` writes a **zip archive**. Its members sit in one folder (`archive/` for a
-# file object, the file's stem for a path; use whatever folder holds `data.pkl`):
+# file object, the file's stem for a path; use whatever folder holds `data.pkl`; a `data.pkl` at the
+# archive's root, outside any folder, is corrupt, as `torch.load` says too):
 #
 # * `<folder>/data.pkl`: the object, pickled (protocol 2), with every storage left out;
 # * `<folder>/data/<key>`: the raw bytes of one storage, for each storage key;
@@ -317,10 +318,11 @@ check("export")
 # `os.system` (which `torch.load` refuses too). Its `persistent_load(pid)` accepts only the tuple
 # above (anything else is a `CorruptCheckpointError`).
 #
-# **Storages.** Read each key's bytes once, as a flat tensor of `numel` elements of its dtype (the
-# first `numel × element size` bytes of the member). For `big` byte order, reverse the bytes of
-# every element. `CorruptCheckpointError` when: the archive has no `data.pkl`; a key has no member
-# or fewer bytes than it needs; the byte order is neither `little` nor `big`; or a tensor reaches
+# **Storages.** Read each key's bytes once, as a flat tensor of `numel` elements of its dtype. For
+# `big` byte order, reverse the bytes of every element. `CorruptCheckpointError` when: the archive
+# has no `data.pkl` in a folder; a key has no member, or a member of any other size than `numel × element size`
+# bytes (`torch.load` refuses both); the byte order is neither `little` nor `big`; `data.pkl` cannot
+# be unpickled or calls an allowed global with arguments it does not take; or a tensor reaches
 # outside its storage (a tensor with at least one element whose last element,
 # `storage_offset + sum((size[d] - 1) * stride[d])`, is not below `numel`). A file that is not a
 # zip archive at all is a `CorruptCheckpointError` too.
@@ -339,9 +341,9 @@ def load_checkpoint(path):
         raise CorruptCheckpointError(f"not a torch.save archive: {exc}") from None
     with archive:
         names = archive.namelist()
-        pickles = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
+        pickles = [n for n in names if n.endswith("/data.pkl")]
         if not pickles:
-            raise CorruptCheckpointError("the archive has no data.pkl")
+            raise CorruptCheckpointError("the archive has no data.pkl in a folder")
         folder = pickles[0][: -len("data.pkl")]
         byteorder = "little"
         if folder + "byteorder" in names:
@@ -360,9 +362,9 @@ def load_checkpoint(path):
             data = archive.read(member)
             itemsize = torch.empty((), dtype=dtype).element_size()
             need = numel * itemsize
-            if len(data) < need:
-                raise CorruptCheckpointError(f"storage {key!r} holds {len(data)} bytes, needs {need}")
-            raw = torch.frombuffer(bytearray(data[:need]), dtype=torch.uint8) if need else torch.empty(0, dtype=torch.uint8)
+            if len(data) != need:
+                raise CorruptCheckpointError(f"storage {key!r} holds {len(data)} bytes, {numel} elements need {need}")
+            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if need else torch.empty(0, dtype=torch.uint8)
             if byteorder == "big" and itemsize > 1:
                 raw = raw.reshape(numel, itemsize).flip(-1).reshape(-1).clone()
             storages[key] = raw.view(dtype)

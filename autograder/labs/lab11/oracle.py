@@ -88,6 +88,24 @@ class Static(nn.Module):
         return vals + torch.full((2,), 0.5), where + idx, soft * 2.0
 
 
+class Mixed(nn.Module):
+    """A non-persistent buffer (it lives in ep.constants) and a buffer it only reads beside one it writes; one
+    symbol on axis 0 of x and axis 1 of y, another on axis 0 of z; both overloads of aten.pow that Core ATen
+    keeps (Tensor_Scalar and Tensor_Tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([1.5, -0.5, 2.0]), persistent=False)
+        self.register_buffer("bias", torch.tensor([0.25, 0.0, -1.0]))
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x, y, z):
+        h = x * self.scale + self.bias + y.t()
+        self.seen.add_(h.mean(0))
+        s = (z.abs() + 1.0) ** torch.tanh(z)
+        return h ** 2, s.sum(0) - h.amax()
+
+
 # name -> (model class, example args, dynamic shapes, SPEC). SPEC: per user input (placeholder name, dims),
 # a dim is an int (static) or (symbol, lower, upper or None): the ranges the model was exported with.
 PROGRAMS = {
@@ -100,6 +118,9 @@ PROGRAMS = {
               [("x", [("r", 0, 6), 2]), ("y", [("r", 0, 6), ("c", 1, 9)])]),
     "static": (Static, lambda: (torch.randn(2, 3), torch.tensor([1, 2])), lambda D: None,
                [("x", [2, 3]), ("idx", [2])]),
+    "mixed": (Mixed, lambda: (torch.randn(4, 3), torch.randn(3, 4), torch.randn(5, 3)),
+              lambda D: (lambda n: ({0: n}, {1: n}, {0: D("m", min=1, max=7)}))(D("n", min=1, max=8)),
+              [("x", [("n", 1, 8), 3]), ("y", [3, ("n", 1, 8)]), ("z", [("m", 1, 7), 3])]),
 }
 UNBOUNDED_CAP = 12  # the largest size drawn for an unbounded dimension
 
@@ -224,6 +245,30 @@ def inputs_of(name, rng, sizes=None, wide=False):
     return arrays
 
 
+def sibling_kernels(name, rng):
+    """Kernel tables for one overload of an operator whose other overload the program also calls (aten.pow's
+    Tensor_Scalar and Tensor_Tensor): the table names an OpOverload, so the sibling keeps running the operator."""
+    ops = kernel_ops(name)
+    packets = collections.Counter(op.rsplit(".", 1)[0] for op in ops)
+    return [[[op, "scale" if rng.random() < 0.5 else "shift", float(np.round(rng.uniform(0.3, 1.7), 3))]]
+            for op in ops if packets[op.rsplit(".", 1)[0]] > 1]
+
+
+def distinct_sizes(name, rng):
+    """A size for every symbol of the program, drawn so that no two symbols get the same size (where the ranges
+    allow): an input whose symbols happen to agree cannot tell a guard keyed by symbol from one keyed otherwise."""
+    spec = PROGRAMS[name][3]
+    chosen = {}
+    for _, dims in spec:
+        for d in dims:
+            if isinstance(d, int) or d[0] in chosen:
+                continue
+            sym, lo, hi = d
+            free = [v for v in range(max(lo, 1), (UNBOUNDED_CAP if hi is None else hi) + 1) if v not in chosen.values()]
+            chosen[sym] = int(rng.choice(free)) if free else int(lo)
+    return chosen
+
+
 def kernels_of(name, rng, count):
     ops = kernel_ops(name)
     picked = rng.choice(len(ops), size=min(count, len(ops)), replace=False) if count else []
@@ -297,6 +342,10 @@ def bad_shapes(name, rng):
                 shapes = [list(s) for s in valid]
                 shapes[i][j] = d + int(rng.integers(1, 3))
                 cases.append((shapes, f"{input_name} with a static size changed"))
+                if d != 1:
+                    shapes = [list(s) for s in valid]
+                    shapes[i][j] = 1
+                    cases.append((shapes, f"{input_name} with a static size given as 1 (it would broadcast)"))
                 continue
             sym, lo, hi = d
             symbols.setdefault(sym, []).append((i, j))
@@ -315,6 +364,10 @@ def bad_shapes(name, rng):
     shapes = [list(s) for s in valid]
     shapes[-1] = shapes[-1] + [2]
     cases.append((shapes, "an input with one dimension too many"))
+    k = int(rng.integers(len(valid)))
+    shapes = [list(s) for s in valid]
+    shapes[k] = shapes[k][:-1]
+    cases.append((shapes, "an input with one dimension too few"))
     cases.append(([list(s) for s in valid[:-1]] + ([] if len(valid) > 1 else [list(valid[0]), [2]]),
                   "the wrong number of inputs"))
     del base
@@ -445,6 +498,24 @@ class _Writer(pickle.Pickler):
                            "size": list(size), "stride": list(stride)})
         ref = _Ref(STORAGE_CLASS[obj.dtype], key, st.nbytes() // item)
         return (torch._utils._rebuild_tensor_v2, (ref, offset, size, stride, obj.requires_grad, collections.OrderedDict()))
+
+
+class WithMetadata(_Writer):
+    """torch.save's layout with the seventh argument of _rebuild_tensor_v2 (metadata, an empty dict here) that the
+    statement says may follow; torch.load accepts it."""
+
+    def reducer_override(self, obj):
+        reduced = super().reducer_override(obj)
+        return reduced if reduced is NotImplemented else (reduced[0], (*reduced[1], {}))
+
+
+def rewrite_members(data, rename):
+    """The archive `data` with every member renamed by rename(name)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for name in src.namelist():
+            dst.writestr(rename(name), src.read(name))
+    return out.getvalue()
 
 
 def storage_bytes(st, dtype, big):
@@ -704,4 +775,5 @@ def forbidden_objects():
             (nn.Parameter(torch.ones(2)), "torch._utils._rebuild_parameter"),
             (Forbidden(os.system, ("true",)), f"{os.system.__module__}.system"),
             (Forbidden(builtins.eval, ("1+1",)), "__builtin__.eval"),  # protocol 2 writes Python 2's module name
-            (collections.Counter("aab"), "collections.Counter"), ({1, 2}, "__builtin__.set")]
+            (collections.Counter("aab"), "collections.Counter"), ({1, 2}, "__builtin__.set"),
+            (Forbidden(torch.cuda.FloatStorage), "torch.cuda.FloatStorage")]  # a storage class outside torch.<S>

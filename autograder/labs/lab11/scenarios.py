@@ -83,12 +83,14 @@ def run_program(sub, program, cases):
 
 
 def check_inputs(sub, program, cases):
-    """Each case: shapes; the reply is None (accepted), an error, or what check_inputs returned instead."""
+    """Each case: args (numpy), as_list (the index of one arg to pass as nested Python lists); the reply is None
+    (accepted), an error, or what check_inputs returned instead."""
     ep = _program(program)
     results = []
     for case in cases:
         try:
-            args = tuple(torch.from_numpy(np.array(a, copy=True)) for a in case["args"])
+            args = tuple(np.array(a, copy=True).tolist() if k == case.get("as_list") else torch.from_numpy(np.array(a, copy=True))
+                         for k, a in enumerate(case["args"]))
             got = sub.check_inputs(ep, args)
             results.append({"returned": None if got is None else repr(type(got).__name__)})
         except Exception as exc:  # noqa: BLE001

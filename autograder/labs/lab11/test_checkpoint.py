@@ -50,6 +50,10 @@ def test_objects_and_index(student):
     archives.append(drawn(rng, oracle.random_state_dict(rng), big=False))
     archives.append(drawn(rng, {"scalar": torch.tensor(float(rng.standard_normal())), "empty": torch.zeros(0, 3),
                                 "dtypes": [oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES]}))
+    # every _rebuild_tensor_v2 call with its seventh argument (metadata)
+    meta, meta_index = oracle.write_archive([oracle.random_object(rng) for _ in range(2)] + [oracle.random_tensor(rng)],
+                                            oracle.random_keys(rng), writer_class=oracle.WithMetadata)
+    archives.append((meta, meta_index, "meta.pt"))
     check_all(student, archives, "a checkpoint with drawn contents")
 
 
@@ -89,7 +93,11 @@ def test_shared_storages_stay_shared(student):
         reply = replies.dict_of(reply, {"second"}, what)
         want_values = want.to(torch.float32) if want.dtype == torch.bfloat16 else want
         oracle.check_tensor(reply["second"], want_values.numpy(), f"{what}: the transpose", str(want.dtype)[6:])
-    check_all(student, [drawn(rng, [oracle.random_object(rng) for _ in range(2)])], "a checkpoint with drawn contents")
+    # a trainable weight saved with a view of the same storage: requires_grad does not end the sharing
+    w = oracle.random_tensor(rng, torch.float32, (int(rng.integers(2, 5)), 3)).requires_grad_(True)
+    trainable = drawn(rng, [w, w.detach()[int(rng.integers(2)):].t(), oracle.random_object(rng)])
+    check_all(student, [drawn(rng, [oracle.random_object(rng) for _ in range(2)]), trainable],
+              "a checkpoint with drawn contents")
 
 
 @pytest.mark.weight(3)
@@ -155,6 +163,14 @@ def test_corrupt_archives(student):
                     f"a persistent id that is not ('storage', class, str key, location, int numel) ({kind})"))
     bad.append((oracle.write_archive(obj, keys, change=lambda m, d: d[:len(d) // 2] if m == "data.pkl" else d)[0],
                 "a data.pkl cut in half"))
+    flat = oracle.write_archive(obj, keys)[0]
+    bad.append((oracle.rewrite_members(flat, lambda name: name.split("/", 1)[1]), "a data.pkl at the archive's root"))
+    extra = int(rng.integers(1, 9))
+    bad.append((oracle.write_archive(obj, keys, change=lambda m, d: d + bytes(extra) if m == f"data/{first}" else d)[0],
+                "a storage with bytes beyond what its numel needs"))
+    bad.append((oracle.write_archive([oracle.random_tensor(rng), oracle.Forbidden(torch._utils._rebuild_tensor_v2,
+                                                                                   ("x", int(rng.integers(5))))], keys)[0],
+                "a _rebuild_tensor_v2 call with two arguments"))
     good = [drawn(rng, {"all": [oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES]}, big=big) for big in (True, False)]
     old, old_index = oracle.write_archive([oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES], keys,
                                           change=lambda m, d: None if m == "byteorder" else d)

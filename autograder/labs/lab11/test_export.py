@@ -46,12 +46,15 @@ def describe(case):
 def test_programs(student, name):
     """Outputs, buffer mutations (names in order, values) and mutated user inputs, with and without kernels."""
     rng = case_rng(100 + NAMES.index(name))
-    cases = [{"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng),
+    cases = [{"args": oracle.inputs_of(name, rng, oracle.distinct_sizes(name, rng)), "state": oracle.state_of(name, rng),
               "kernels": oracle.kernels_of(name, rng, 2)},
              {"args": oracle.inputs_of(name, rng), "state": None, "kernels": oracle.kernels_of(name, rng, 1)},
              {"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng), "kernels": []},
              {"args": oracle.inputs_of(name, rng, wide=True), "state": oracle.state_of(name, rng, wide=True),
               "kernels": oracle.kernels_of(name, rng, 1)}]
+    # a kernel for one overload of an operator the program also calls through another overload
+    cases += [{"args": oracle.inputs_of(name, rng), "state": oracle.state_of(name, rng), "kernels": table}
+              for table in oracle.sibling_kernels(name, rng)]
     run_cases(student, name, cases, "run_program")
 
 
@@ -93,10 +96,16 @@ def test_guards(student, name):
     rng = case_rng(300 + NAMES.index(name))
     bad = oracle.bad_shapes(name, rng)
     arrays = [oracle.arrays_for(name, shapes, rng) for shapes, _ in bad]
-    good = [oracle.inputs_of(name, rng), oracle.inputs_of(name, rng, wide=True)]
+    good = [oracle.inputs_of(name, rng, oracle.distinct_sizes(name, rng)), oracle.inputs_of(name, rng, wide=True)]
+    plain = int(rng.integers(len(good[0])))   # this input arrives as nested Python lists, not a tensor
     data = oracle.program_bytes(name)
-    checked = replies.list_of(student.run("lab11.scenarios:check_inputs", data, [{"args": a} for a in arrays + good]),
-                              f"check_inputs's results on the {name} program", len(arrays) + len(good))
+    cases = [{"args": a} for a in arrays + good] + [{"args": good[0], "as_list": plain}]
+    checked = replies.list_of(student.run("lab11.scenarios:check_inputs", data, cases),
+                              f"check_inputs's results on the {name} program", len(cases))
+    spec_names = [n for n, _ in oracle.PROGRAMS[name][3]]
+    oracle.expect_error(checked[-1], "GuardError", f"check_inputs of the {name} program with input "
+                        f"{spec_names[plain]} given as a Python list instead of a tensor", spec_names[plain])
+    checked = checked[:-1]
     ran = replies.list_of(student.run("lab11.scenarios:run_program", data,
                                       [{"args": a, "kernels": oracle.kernels_of(name, rng, 1)} for a in arrays]),
                           f"run_program's results on the {name} program", len(arrays))
