@@ -505,7 +505,7 @@ check("checkpoint")
 # **How it is checked.** The graders export models of their own through your `export_onnx` (and a
 # small one through `log_cosh_onnx` alone), load the bytes into onnxruntime in a separate process,
 # run them on fresh inputs of other batch sizes, large magnitudes included, and compare every output
-# with eager PyTorch: within `1e-5 + 1e-4·m` in float32 and `1e-9 + 1e-9·m` in float64, where `m`
+# with eager PyTorch: within `1e-5 + 1e-4·m` in float32 and `1e-12 + 1e-12·m` in float64, where `m`
 # is the largest finite `|eager|` of that output on that input, with the same infinities and NaNs.
 
 # %% tags=["export"] nbgrader={"grade": false, "grade_id": "onnx-setup", "locked": true, "schema_version": 3, "solution": false}
