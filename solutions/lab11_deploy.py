@@ -18,19 +18,21 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false}
 # # Lab 11 — Export and deploy
 #
-# A trained model leaves Python as two artifacts: a **graph** of operations and a file of
-# **weights**. In this lab you write the two programs that a deployment runtime is built on, and the
-# graders compare them with PyTorch's own:
+# A trained model leaves Python as a **graph** of operations, a file of **weights**, and the
+# operators and data pipeline around them. In this lab you write five pieces a deployment runtime is
+# built on, and the graders compare them with PyTorch's own:
 #
 # | part | you build | points | hours, about |
 # |---|---|---|---|
-# | `export` | an interpreter for `torch.export` programs: the graph signature, a kernel table, buffer and input mutations, and the shape guards of dynamic dimensions | 50 | 3 |
-# | `checkpoint` | a safe reader of `torch.save` files: the zip layout, a restricted unpickler with an allow-list, shared storages and views, byte order | 50 | 2.5 |
+# | `export` | an interpreter for `torch.export` programs: the graph signature, a kernel table, buffer and input mutations, and the shape guards of dynamic dimensions | 25 | 3 |
+# | `checkpoint` | a safe reader of `torch.save` files: the zip layout, a restricted unpickler with an allow-list, shared storages and views, byte order | 20 | 2.5 |
 # | `loader` | a data loader with worker processes: index and result queues, in-order delivery, per-batch seeds, worker errors and shutdown | 20 | 2 |
 # | `cpp` | a C++ operator: a `TORCH_LIBRARY` schema and CPU kernel built with `load_inline`, its fake kernel and its backward formula, ready for `torch.compile` | 20 | 2 |
+# | `onnx` | an ONNX export of models that call a custom operator: its onnxscript translation (stable, float32 and float64) and a dynamic batch, checked in onnxruntime | 15 | 1 |
 #
-# The hours are a rough guide for a learner who has worked through lectures 9.1 (export),
-# 9.3 (C++ operators) and 9.4 (checkpoints and data): about 7.5 in all.
+# The parts do not build on each other: do them in any order. The hours are a rough guide for a
+# learner who has worked through the lectures of stage 9 (9.1 export, 9.2 ONNX, 9.3 C++ operators,
+# 9.4 checkpoints and data): about 10.5 in all.
 #
 # **How to work.** Replace each `raise NotImplementedError()` with your code, then run the part's
 # `check("...")` cell: a few public tests compare you with PyTorch. The hidden graders use more and
@@ -75,7 +77,7 @@ STORAGE_DTYPES = {
 }
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "export-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 1 — An interpreter for exported programs (50 points)
+# ## Part 1 — An interpreter for exported programs (25 points)
 #
 # `torch.export.export(model, args, dynamic_shapes=...)` traces a model into an **ExportedProgram**
 # `ep`, and `ep.run_decompositions()` lowers it to **Core ATen**, the small operator set that
@@ -266,11 +268,11 @@ for bad in (torch.randn(9, 4), torch.randn(1, 4), torch.randn(5, 3)):
     except GuardError as exc:
         print("GuardError:", exc)
 
-# %% nbgrader={"grade": true, "grade_id": "export", "locked": true, "points": 50, "schema_version": 3, "solution": false} part_title="An interpreter for exported programs"
+# %% nbgrader={"grade": true, "grade_id": "export", "locked": true, "points": 25, "schema_version": 3, "solution": false} part_title="An interpreter for exported programs"
 check("export")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "checkpoint-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 2 — A safe checkpoint reader (50 points)
+# ## Part 2 — A safe checkpoint reader (20 points)
 #
 # `torch.save(obj, f)` writes a **zip archive**. Its members sit in one folder (`archive/` for a
 # file object, the file's stem for a path; use whatever folder holds `data.pkl`; a `data.pkl` at the
@@ -459,7 +461,7 @@ try:
 except UnsafeCheckpointError as exc:
     print("UnsafeCheckpointError:", exc)
 
-# %% nbgrader={"grade": true, "grade_id": "checkpoint", "locked": true, "points": 50, "schema_version": 3, "solution": false} part_title="A safe checkpoint reader"
+# %% nbgrader={"grade": true, "grade_id": "checkpoint", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A safe checkpoint reader"
 check("checkpoint")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "loader-md", "locked": true, "schema_version": 3, "solution": false}
@@ -733,7 +735,7 @@ print("DataLoader's noise, 1 vs 2 workers:", [[round(x, 3) for b in DataLoader(A
 # %% nbgrader={"grade": true, "grade_id": "loader", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A data loader with worker processes"
 check("loader")
 # %% [markdown] nbgrader={"grade": false, "grade_id": "cpp-md", "locked": true, "schema_version": 3, "solution": false}
-# ## Part 3 — A C++ operator (20 points)
+# ## Part 4 — A C++ operator (20 points)
 #
 # A deployment runtime that has no Python still needs your custom operators, so they are written in
 # C++ and registered with PyTorch's **dispatcher**. You write one: `lab11_cpp::safe_div`, a division
@@ -960,12 +962,152 @@ print("compiled:", compiled(x, y.detach().masked_fill(torch.tensor([True, False,
 
 # %% nbgrader={"grade": true, "grade_id": "cpp", "locked": true, "points": 20, "schema_version": 3, "solution": false} part_title="A C++ operator"
 check("cpp")
+# %% [markdown] nbgrader={"grade": false, "grade_id": "onnx-md", "locked": true, "schema_version": 3, "solution": false}
+# ## Part 5 — ONNX with a custom operator (15 points)
+#
+# `torch.onnx.export(model, args, dynamo=True)` (`dynamo=True` is the default in PyTorch 2.13) runs
+# `torch.export`, lowers the program to ATen operators, and translates each ATen operator into ONNX
+# operators with an **onnxscript** function from torch's own table. It returns an `ONNXProgram`;
+# its `model_proto` is the ONNX model, and `model_proto.SerializeToString()` is the file a runtime
+# such as **onnxruntime** loads. An operator the table does not know stops the export with a
+# `ConversionError`: the custom operator below is one (try it).
+#
+# `torch.ops.lab11.log_cosh(x, temperature)` computes, elementwise and for `temperature > 0`,
+#
+# $$\mathrm{log\_cosh}(x; T) = T \log\cosh(x / T),$$
+#
+# a smooth `|x|`: about `x² / (2T)` near 0 and `|x| - T log 2` far from it. Its CPU kernel (the
+# locked cell below) computes it stably, as `T · (a + log1p(exp(-2a)) - log 2)` with `a = |x| / T`,
+# because `cosh` overflows: in float32, `cosh(x / T)` is `inf` once `|x / T|` passes about 89, and so
+# is the naive formula, where the operator is finite.
+#
+# **What you write.**
+#
+# 1. `log_cosh_onnx(x, temperature)`: the operator's translation, a plain Python function that
+#    calls onnxscript operators (`op.Abs(x)`, `op.Exp(...)`; `op` is `onnxscript.opset20`). The
+#    exporter calls it with `x`, the ONNX value of the input, and `temperature`, the node's Python
+#    float. Its values must match the CPU kernel for **float32 and float64** inputs, of either sign
+#    and any magnitude: finite wherever the kernel is finite, `inf` at `±inf`, `nan` at `nan`.
+#    Three traps: ONNX has no `Log1p`; onnxruntime's CPU provider implements some operators for
+#    float32 only (`Cosh` and `Softplus` among them), so a float64 graph that uses one cannot be
+#    loaded; and a Python number passed to an onnxscript operator becomes a **float32** constant,
+#    so `op.CastLike(0.3, x)` in a float64 graph is float32's `0.3`, off by 1.2e-8 (torch's
+#    own translations do this with a model's Python scalars: try `x / 0.3` in float64). While the
+#    exporter calls your function, `x.dtype` is x's ONNX data type, and
+#    `op.Constant(value=ir.tensor(0.3, dtype=x.dtype))` is `0.3` in it.
+# 2. `export_onnx(model, example_inputs)`: export `model` (an `nn.Module` in eval mode that may
+#    call `log_cosh` any number of times, with different temperatures) with your translation, and
+#    return the ONNX model as `bytes`. **Dimension 0 of every input is one dynamic batch
+#    dimension**, shared by all the inputs, that must run for any batch from 1 to 1024 (`Dim("batch",
+#    min=1, max=1024)`); every other dimension is static. The example inputs are float32 or float64
+#    tensors with a batch of at least 2. The model must keep its weights inside the file (no external
+#    data) and use the standard ONNX domain only.
+#
+# **How it is checked.** The graders export models of their own through your `export_onnx` (and a
+# small one through `log_cosh_onnx` alone), load the bytes into onnxruntime in a separate process,
+# run them on fresh inputs of other batch sizes, large magnitudes included, and compare every output
+# with eager PyTorch: within `1e-5 + 1e-4·m` in float32 and `1e-12 + 1e-12·m` in float64, where `m`
+# is the largest finite `|eager|` of that output on that input, with the same infinities and NaNs.
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "onnx-setup", "locked": true, "schema_version": 3, "solution": false}
+import math  # noqa: E402
+
+from onnxscript import ir  # noqa: E402
+from onnxscript import opset20 as op  # noqa: E402
+
+
+if not hasattr(torch.ops.lab11, "log_cosh"):  # an operator is defined once per process: a rerun keeps it
+
+    @torch.library.custom_op("lab11::log_cosh", mutates_args=())
+    def log_cosh(x: torch.Tensor, temperature: float) -> torch.Tensor:
+        """T * log(cosh(x / T)), elementwise, computed without overflow (part `onnx`)."""
+        a = (x / temperature).abs()
+        return temperature * (a + torch.log1p(torch.exp(-2.0 * a)) - math.log(2.0))
+
+    @log_cosh.register_fake
+    def _(x, temperature):
+        return torch.empty_like(x)
+
+
+# %% tags=["export"] nbgrader={"grade": false, "grade_id": "onnx-solution", "locked": false, "schema_version": 3, "solution": true}
+def log_cosh_onnx(x, temperature: float):
+    """The ONNX translation of torch.ops.lab11.log_cosh, in onnxscript operators."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 onnx-solution
+    def const(value):  # exact in x's dtype (a bare Python float would be a float32 constant)
+        return op.Constant(value=ir.tensor(value, dtype=x.dtype))
+
+    t = const(temperature)
+    a = op.Abs(op.Div(x, t))
+    # log(1 + exp(-2a)) with exp(-2a) in [0, 1]: no overflow; Exp and Log have float64 kernels
+    tail = op.Log(op.Add(const(1.0), op.Exp(op.Mul(const(-2.0), a))))
+    return op.Mul(t, op.Sub(op.Add(a, tail), const(math.log(2.0))))
+    ### END SOLUTION
+
+
+def export_onnx(model, example_inputs):
+    """The ONNX model (bytes) of `model`, with log_cosh translated and a dynamic batch dimension."""
+    ### BEGIN SOLUTION
+    # IPT-CANARY lab11 onnx-solution
+    example_inputs = tuple(example_inputs)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    program = torch.onnx.export(model, example_inputs, dynamo=True, verbose=False,
+                                dynamic_shapes=tuple({0: batch} for _ in example_inputs),
+                                custom_translation_table={torch.ops.lab11.log_cosh.default: log_cosh_onnx})
+    return program.model_proto.SerializeToString()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "onnx-explore", "locked": false, "schema_version": 3, "solution": false}
+# Predict first: the exported graph below starts with a Gemm. How many ONNX nodes will one call of
+# log_cosh become with your translation, and what will onnxruntime answer for an input of 1e3?
+import logging  # noqa: E402
+
+import onnx  # noqa: E402
+import onnxruntime  # noqa: E402
+from torch import nn  # noqa: E402
+
+logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # quiet the exporter's notes about torchvision
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 3), nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.ops.lab11.log_cosh(self.fc1(x), 0.1))
+
+
+torch.manual_seed(0)
+head = Head().eval()
+try:  # without a translation
+    torch.onnx.export(head, (torch.randn(3, 4),), dynamo=True, verbose=False)
+except Exception as exc:  # noqa: BLE001
+    print(type(exc).__name__, "|", str(exc.__cause__).split(". See")[0])
+data = export_onnx(head, (torch.randn(3, 4),))
+proto = onnx.load_from_string(data)
+print(len(data), "bytes; opsets", [(o.domain or "ai.onnx", o.version) for o in proto.opset_import])
+text = onnx.printer.to_text(proto.graph)
+print(text[text.index("\n{") + 1:])  # the nodes (the line above them lists every weight's values)
+session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+x = torch.tensor([[0.0, 1.0, -2.0, 3.0], [1e3, -1e3, 5e2, 0.0]])
+print("onnxruntime:", session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+with torch.no_grad():
+    print("eager:      ", head(x).numpy())
+    print("naive eager:", head.fc2(0.1 * torch.log(torch.cosh(head.fc1(x) / 0.1))).numpy())
+
+# %% nbgrader={"grade": true, "grade_id": "onnx", "locked": true, "points": 15, "schema_version": 3, "solution": false} part_title="ONNX with a custom operator"
+check("onnx")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "outro", "locked": true, "schema_version": 3, "solution": false}
 # ## Done
 #
-# You have built the two halves of a deployment runtime: an interpreter that runs an exported
-# Core ATen graph with weights and kernels of its choosing, checks the shapes it was exported for,
-# and carries state changes out as values; and a reader that turns a `torch.save` file back into
-# tensors, sharing and views included, while refusing to run anything it was not told to trust.
+# You have built the pieces of a deployment runtime: an interpreter that runs an exported Core ATen
+# graph with weights and kernels of its choosing, checks the shapes it was exported for, and carries
+# state changes out as values; a reader that turns a `torch.save` file back into tensors, sharing and
+# views included, while refusing to run anything it was not told to trust; a loader whose worker
+# processes feed batches in order and stop cleanly; a C++ operator the dispatcher, autograd and
+# `torch.compile` all understand; and an ONNX export of a custom operator that onnxruntime runs in
+# float32 and float64.
 # Save the notebook and submit it (`make submit LAB=lab11`).

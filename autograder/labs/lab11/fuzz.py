@@ -19,6 +19,10 @@ Each example draws one check over catalogue.toml's classes:
 * `lab11_cpp::safe_div` (the reference C++ kernel, with its Python fake kernel and backward) against torch's
   `where(b == 0, fill, a / b)` on drawn shapes, layouts, dtypes and zeros; gradients against autograd through the same
   expression with a safe denominator; the fake kernel's metadata against the real kernel's.
+* `log_cosh_onnx` exported and run in onnxruntime against the operator's eager kernel, float32 and float64, on
+  drawn magnitudes with zeros, infinities and nans (the naive formula T log cosh(x / T) overflows there in float32
+  where the operator is finite); with more than 50 examples also `export_onnx` on drawn models against their
+  eager forward, at batch 1 and a drawn batch.
 
     run(20)    # CI: a few seconds          run(400)   # make fuzz
 """
@@ -255,6 +259,63 @@ def _cpp(ref, rng):
 
 
 CHECKS = [_against_module, _against_oracle, _guards, _checkpoint, _forbidden, _loader, _cpp]
+# -- part onnx: the reference's translation and export_onnx, run in onnxruntime, against the operator's own eager
+# kernel (torch.ops.lab11.log_cosh) and the model's eager forward. The lab deliberately differs from the naive
+# formula T * log(cosh(x / T)): where that is inf in eager and the operator is finite, the fuzzer asserts both facts.
+FUZZ_TEMPS = (0.07, 0.9, 13.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _onnx_session(dtype):
+    import onnxruntime
+    from torch import nn
+    ref = reference()
+
+    class Temps(nn.Module):
+        def forward(self, x):
+            return tuple(torch.ops.lab11.log_cosh(x, t) for t in FUZZ_TEMPS)
+
+    program = torch.onnx.export(Temps(), (torch.zeros(3, 5, dtype=getattr(torch, dtype)),), dynamo=True, verbose=False,
+                                dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=1024)},),
+                                custom_translation_table={torch.ops.lab11.log_cosh.default: ref.log_cosh_onnx})
+    return onnxruntime.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _onnx_translation(ref, rng):
+    from autograder.labs.lab11 import oracle_onnx
+    dtype = str(rng.choice(oracle_onnx.DTYPES))
+    session = _onnx_session(dtype)
+    batch = int(rng.integers(1, 65))
+    x = rng.standard_normal((batch, 5)) * 10.0 ** rng.uniform(-3, 5, (batch, 5))
+    x[rng.random((batch, 5)) < 0.05] = rng.choice([0.0, np.inf, -np.inf, np.nan])
+    x = torch.from_numpy(x.astype(dtype))
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    want = [torch.ops.lab11.log_cosh(x, t).numpy() for t in FUZZ_TEMPS]
+    oracle_onnx.check_outputs({"outputs": got}, want, dtype, f"fuzz: log_cosh_onnx, {dtype}, batch {batch}")
+    for t, w in zip(FUZZ_TEMPS, want, strict=True):
+        naive = (t * torch.log(torch.cosh(x / t))).numpy()
+        far = np.isfinite(x.numpy()) & (np.abs(x.numpy()) / t > 90)
+        if dtype == "float32":  # past cosh's float32 overflow: the naive formula is inf, the operator finite
+            assert np.isinf(naive[far]).all() and np.isfinite(w[far]).all(), f"naive vs the operator at T={t}"
+
+
+def _onnx_export(ref, rng):
+    from autograder.labs.lab11 import oracle_onnx, scenarios
+    import onnxruntime
+    kind, dtype = str(rng.choice(oracle_onnx.KINDS)), str(rng.choice(oracle_onnx.DTYPES))
+    spec = oracle_onnx.model_spec(kind, rng, dtype)
+    model = scenarios._onnx_model(spec)
+    data = ref.export_onnx(model, tuple(torch.from_numpy(a) for a in spec["example"]))
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for batch, special in ((1, False), (int(rng.integers(2, 300)), True)):
+        feed = oracle_onnx.inputs(spec, rng, batch, special)
+        got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), feed, strict=True)})
+        with torch.no_grad():
+            want = model(*[torch.from_numpy(a) for a in feed])
+        want = [w.numpy() for w in (want if isinstance(want, tuple) else (want,))]
+        oracle_onnx.check_outputs({"outputs": got}, want, dtype, f"fuzz: export_onnx, {kind} {dtype}, batch {batch}")
+
+
 
 
 def run(examples: int) -> int:
@@ -264,7 +325,13 @@ def run(examples: int) -> int:
         warnings.simplefilter("ignore")
         for i in range(examples):
             CHECKS[i % len(CHECKS)](ref, rng)
-    return examples
+        # part onnx, on draws of its own (the other parts' sequence stays as it is): one check per six examples,
+        # translations only in CI's 20, whole-model exports too beyond 50
+        onnx_rng = np.random.default_rng(2611)
+        extra = max(3, examples // 6)
+        for i in range(extra):
+            (_onnx_export if examples > 50 and i % 2 else _onnx_translation)(ref, onnx_rng)
+    return examples + extra
 
 
 if __name__ == "__main__":

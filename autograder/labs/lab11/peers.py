@@ -21,12 +21,20 @@ names the tests that gave the idea):
   `test_random_sampler_len_with_replacement`, `test_default_collate_dtype` / dict samples collated per key,
   `test_error_workers` / `test_error_in_init`-style errors raised in the main process, `test_segfault`-style
   a worker that dies (an error, not a hang), `test_partial_workers`: workers stop once iteration stops,
-  `test_worker_seed`: workers draw different numbers): Loader against `DataLoader` with the same sampler.
+  `test_worker_seed`: workers draw different numbers): Loader against `DataLoader` with the same sampler;
+* PyTorch `test/test_custom_ops.py` and `test/test_cpp_extensions_jit.py` (opcheck over sample inputs, fake
+  kernels against real ones, keyword-only arguments, torch.compile(fullgraph=True)), and divide_no_nan-style
+  cases: the C++ operator built from the reference's source;
+* PyTorch `test/onnx/exporter/test_api.py` (custom translation tables for custom ops, `dynamic_shapes` with
+  named `Dim`s, models with several inputs and outputs) and onnxscript's torch_lib op tests (a translation run in
+  onnxruntime against eager, per dtype): log_cosh_onnx and export_onnx run in onnxruntime against eager.
 
 Where the lab's spec deliberately differs from PyTorch (ep.module() lets a size below a lower bound of 2 or
 less through; torch.load accepts torch.Size, dtypes, devices, Parameters, sets and Counters; DataLoader seeds
-each worker once with base_seed + worker_id, raises the dataset's own exception and goes on after it), the case asserts
-the library's own behaviour as a fact of torch 2.13 beside the lab's, so a change in torch shows up here.
+each worker once with base_seed + worker_id, raises the dataset's own exception and goes on after it; torch.div
+gives inf and NaN where the lab's operator gives its fill value; torch's own ONNX translations round a float64
+model's Python scalars to float32 and export logaddexp unstably), the case asserts the library's own behaviour
+as a fact of torch 2.13 beside the lab's, so a change in torch shows up here.
 
     run()   # -> number of cases; raises AssertionError listing every disagreement
 """
@@ -598,6 +606,111 @@ def _check(ref):
         out.backward()
         assert torch.allclose(out, _want(x.sin(), y, 1.0).sum()), out
         assert torch.allclose(x.grad, torch.tensor([0.0, 0.5]) * x.cos()), x.grad
+# -- part onnx -------------------------------------------------------------------------------------------------
+def _onnx(data, *arrays):
+    import onnxruntime
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return session, session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), arrays, strict=True)})
+
+
+def _onnx_export(model, args, table=None, dynamic=True):
+    import logging
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    return torch.onnx.export(model, args, dynamo=True, verbose=False, custom_translation_table=table,
+                             dynamic_shapes=tuple({0: batch} for _ in args) if dynamic else None)
+
+
+class _Twice(nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.inner, self.outer = nn.Linear(4, 6, dtype=dtype), nn.Linear(6, 2, dtype=dtype)
+
+    def forward(self, x):
+        h = torch.ops.lab11.log_cosh(self.inner(x), 0.25)
+        return self.outer(torch.ops.lab11.log_cosh(h, 0.25) - torch.ops.lab11.log_cosh(h, 5.0))
+
+
+@case("onnx", "a custom operator without a translation does not export; with export_onnx's table it runs in onnxruntime")
+def _check(ref):
+    from torch.onnx._internal.exporter._errors import ConversionError
+    torch.manual_seed(3)
+    model = _Twice(torch.float32).eval()
+    try:
+        _onnx_export(model, (torch.randn(3, 4),))
+    except ConversionError:
+        pass
+    else:
+        raise AssertionError("torch.onnx.export translated lab11::log_cosh without a table")
+    data = ref.export_onnx(model, (torch.randn(3, 4),))
+    x = torch.randn(9, 4) * 40
+    _, got = _onnx(data, x)
+    with torch.no_grad():
+        want = model(x)
+    assert torch.allclose(torch.from_numpy(got[0]), want, rtol=1e-4, atol=1e-4), "float32 values"
+
+
+@case("onnx", "float64: export_onnx is exact where torch's own translation of x / 0.3 rounds 0.3 to float32")
+def _check(ref):
+    torch.manual_seed(4)
+    model = _Twice(torch.float64).eval()
+    x = torch.randn(5, 4, dtype=torch.float64) * 100
+    _, got = _onnx(ref.export_onnx(model, (x[:2],)), x)
+    with torch.no_grad():
+        want = model(x)
+    assert torch.allclose(torch.from_numpy(got[0]), want, rtol=1e-10, atol=1e-10), "float64 values"
+
+    class Div(nn.Module):
+        def forward(self, x):
+            return x / 0.3
+
+    _, got = _onnx(_onnx_export(Div(), (x[:2],)).model_proto.SerializeToString(), x)
+    err = (torch.from_numpy(got[0]) - x / 0.3).abs().max().item()
+    assert err > 1e-9, f"torch's translation of x / 0.3 in float64 is now exact ({err}): the notebook's claim changed"
+
+
+@case("onnx", "torch.logaddexp is finite in eager and overflows in torch's ONNX translation; log_cosh_onnx does not")
+def _check(ref):
+    class Lse(nn.Module):
+        def forward(self, x):
+            return torch.logaddexp(x, -x)
+
+    class One(nn.Module):
+        def forward(self, x):
+            return torch.ops.lab11.log_cosh(x, 1.0)
+
+    x = torch.tensor([[1e3, -1e3, 0.5]])
+    _, got = _onnx(_onnx_export(Lse(), (x.repeat(2, 1),)).model_proto.SerializeToString(), x)
+    assert torch.isfinite(torch.logaddexp(x, -x)).all() and not torch.isfinite(torch.from_numpy(got[0])).all(), \
+        "torch_lib's logaddexp no longer overflows: the notebook's claim changed"
+    program = _onnx_export(One(), (x.repeat(2, 1),), {torch.ops.lab11.log_cosh.default: ref.log_cosh_onnx})
+    _, got = _onnx(program.model_proto.SerializeToString(), x)
+    assert torch.allclose(torch.from_numpy(got[0]), torch.ops.lab11.log_cosh(x, 1.0), rtol=1e-6), "log_cosh at +-1e3"
+
+
+@case("onnx", "two inputs, a 3-d one, two outputs: one shared dim_param 'batch', static other dims, any batch")
+def _check(ref):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 2), nn.Linear(5, 2)
+
+        def forward(self, x, y):
+            return torch.ops.lab11.log_cosh(self.a(x), 0.5), torch.ops.lab11.log_cosh(self.b(y), 2.0).sum(1)
+
+    import onnx
+    torch.manual_seed(5)
+    model = Two().eval()
+    data = ref.export_onnx(model, (torch.randn(2, 3), torch.randn(2, 4, 5)))
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in onnx.load_from_string(data).graph.input]
+    assert dims == [["batch", 3], ["batch", 4, 5]], dims
+    for n in (1, 13):
+        x, y = torch.randn(n, 3) * 50, torch.randn(n, 4, 5)
+        _, got = _onnx(data, x, y)
+        with torch.no_grad():
+            want = model(x, y)
+        for g, w in zip(got, want, strict=True):
+            assert torch.allclose(torch.from_numpy(g), w, rtol=1e-4, atol=1e-4), f"batch {n}"
 
 
 def run() -> int:
