@@ -221,8 +221,8 @@ def _cpp_input(rng, shape, dtype):
         x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
     elif kind == 2:
         x = torch.cat([x, x], -1)[..., ::2]
-    elif kind == 3 and shape[0] == 1:
-        x = x.expand(3, *shape[1:])
+    elif kind == 3:
+        x = x[:1].expand(*shape)  # the same shape, stride 0 along dim 0
     return x
 
 

@@ -48,7 +48,10 @@ def test_objects_and_index(student):
     rng = case_rng(1)
     archives = [drawn(rng, [oracle.random_object(rng) for _ in range(3)]) for _ in range(5)]
     archives.append(drawn(rng, oracle.random_state_dict(rng), big=False))
+    # an empty view whose other dims reach past its storage: empty, so within it (the statement's rule)
+    wide = oracle.random_tensor(rng, torch.float32, (5,)).as_strided((int(rng.integers(2, 5)), 0), (10, 1))
     archives.append(drawn(rng, {"scalar": torch.tensor(float(rng.standard_normal())), "empty": torch.zeros(0, 3),
+                                "empty_wide": wide,
                                 "dtypes": [oracle.random_tensor(rng, dtype=d) for d in oracle.DTYPES]}))
     # every _rebuild_tensor_v2 call with its seventh argument (metadata)
     meta, meta_index = oracle.write_archive([oracle.random_object(rng) for _ in range(2)] + [oracle.random_tensor(rng)],

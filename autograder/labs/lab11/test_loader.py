@@ -74,6 +74,15 @@ def short_last(rng, **kwargs):
             return case
 
 
+def full_last(rng, **kwargs):
+    """A drawn case whose sampler's length is a multiple of batch_size: drop_last keeps the last batch, which is
+    full (drawn every time, not by chance)."""
+    while True:
+        case = oracle.draw_case(rng, **kwargs)
+        if len(list(oracle._sampler(case["sampler"], case["n"]))) % case["batch_size"] == 0:
+            return case
+
+
 def long_case(rng, workers=2, **kwargs):
     """An epoch of at least 2 * workers + 2 batches (batches of 2), so that workers have work left when P0 looks."""
     return oracle.draw_case(rng, random=True, workers=workers, n=int(rng.integers(4 * workers + 6, 4 * workers + 10)),
@@ -113,6 +122,8 @@ def test_batches_in_sampler_order(student):
     for sampler, drop in (("random", True), ("list", False), ("replacement", True)):
         case = short_last(rng, random=False, sampler=sampler, drop_last=drop)
         epochs(student, case, f"for {oracle.describe_case(case)} (a short last batch)")
+    case = full_last(rng, random=False, sampler="list", drop_last=True)
+    epochs(student, case, f"for {oracle.describe_case(case)} (a full last batch, which drop_last keeps)")
     case = oracle.draw_case(rng, random=True, sampler="random", epochs=2, workers=2)
     epochs(student, case, f"for two epochs of {oracle.describe_case(case)}")
     case = long_case(rng)
