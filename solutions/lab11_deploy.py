@@ -515,7 +515,9 @@ check("checkpoint")
 # The graders run your loader in their sandbox and watch its processes from outside it: while an
 # epoch runs, `num_workers` processes must exist, each of which ran `dataset[i]` (as worker 0, 1,
 # ...), and once an epoch has ended, failed or been closed, none of them may be left: not running, and
-# not exited-but-unjoined either (a *zombie*, which `join()` reaps).
+# not exited-but-unjoined either (a *zombie*, which `join()` reaps). Their datasets also ask the
+# operating system which process is running each `dataset[i]`, and mark the sample with the answer:
+# collate samples exactly as `dataset[i]` returned them.
 #
 # *Hints*: one index queue per worker and one shared result queue; results may arrive out of order,
 # so keep early ones in a dict by batch number. A worker that put batches on a queue waits at exit

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.paths import build_dir
+from autograder.engine import witness
 
 ENGINE_DIR = Path(__file__).resolve().parent
 LEVELS = ("namespaces", "uid", "rlimits")
@@ -246,7 +247,8 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
         argv = [inside_exe, "-I", "-S", "-B", "-u"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
         plan = {
             "root": str(build_dir("sandbox", "root")),
-            "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR)},
+            "binds": {"/ipt/python": str(prefix), "/ipt/site": str(site), "/ipt/engine": str(ENGINE_DIR),
+                      witness.INSIDE: str(witness.folder())},
             "tmp_mb": spec.limits.tmp_mb,
             "limits": spec.limits.rlimits(),
             "argv": argv,

@@ -7,7 +7,7 @@ import subprocess
 import threading
 import time
 
-from autograder.engine import sandbox, wire
+from autograder.engine import sandbox, wire, witness
 
 OUTPUT_CAP = 64 * 1024
 
@@ -278,6 +278,12 @@ class Student:
             worker = [root]
         return [{"pid": p["pid"], "ppid": p["ppid"], "comm": p["comm"], "state": p["state"], "worker": p["pid"] in worker}
                 for p in sorted(members, key=lambda p: p["pid"])]
+
+    def witness(self, answer) -> witness.Witness:
+        """A socket this sandbox can connect to, where P0 learns from the kernel which process calls
+        (engine.witness): `answer(host_pid, line) -> bytes` makes each reply. Use it as a context manager;
+        `.inside` is the path to hand to a scenario, `.records` what each connection asked and got."""
+        return witness.Witness(answer, self.level)
 
     def begin_test(self, test_id: str) -> None:
         """Calls are grouped by test: after a hang or crash, the rest of that test fails at once."""

@@ -607,6 +607,61 @@ def test_the_sandbox_processes_seen_from_outside_and_a_private_dev_shm():
         zygote.close()
 
 
+WITNESS = """
+import os, socket
+
+
+def _ask(path, line):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(path)
+        conn.sendall(line.encode() + b"\\n")
+        return conn.makefile("rb").readline().decode().strip()
+
+
+def ask_here_and_in_a_child(sub, path):
+    here = _ask(path, "parent")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, _ask(path, "child").encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    return [here, os.read(read, 100).decode()]
+"""
+
+
+def test_a_witness_names_the_calling_process_from_the_kernel():
+    """engine.witness: a process in the sandbox connects to the socket P0 serves; P0 takes its host pid from the
+    socket (SO_PEERCRED), not from anything the process says, and answers with a value of its own choosing. The
+    student's own process and a child it forked are told apart, by pids that `processes()` also lists."""
+    def check(student):
+        with student.witness(lambda pid, line: f"{pid}:{line.decode()}".encode()) as seen:
+            assert seen.inside != seen.path or student.level != "namespaces"
+            here, child = student.run("ask_here_and_in_a_child", seen.inside)
+            records = list(seen.records)
+        main = [p["pid"] for p in student.processes() if p["worker"]]
+        assert [r[1] for r in records] == [b"parent", b"child"], records
+        assert here == f"{records[0][0]}:parent" and child == f"{records[1][0]}:child", (here, child, records)
+        assert [records[0][0]] == main, f"the parent's pid {records[0][0]} should be the worker's host pid {main}"
+        assert records[1][0] not in main and records[1][0] > 0, records
+        assert not os.path.exists(seen.path), "closing the witness removes its socket"
+
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
+    with Student(spec, [("setup", "x = 1")], scenarios={"lab00": WITNESS}) as student:
+        check(student)
+        level = student.level
+    if level != "namespaces":
+        return
+    zygote = sandbox.Zygote(dataclasses.replace(spec, level="namespaces"))  # as a grading run forks its workers
+    try:
+        with Student(spec, [("setup", "x = 1")], scenarios={"lab00": WITNESS}, zygote=zygote) as student:
+            check(student)
+    finally:
+        zygote.close()
+
+
 def test_learner_exception_type_names_are_cut_like_messages():
     """A class name is learner text that reaches feedback: a 3000-character name once carried harvested
     hidden inputs out of the sandbox, so both the worker's errors and scenario error replies cut it."""

@@ -4,10 +4,15 @@ by worker b % W after torch.manual_seed(seed + 10_000 * epoch + b), the first fa
 with WorkerError), checked against torch.utils.data.DataLoader where the rules coincide (a dataset without
 randomness, without failures), and the checks of the processes P0 reads from the host's /proc.
 
-Sample i of the scenarios' dataset is (float64 [i, worker id, batch seed, r0, r1], i * 7 + 3); r is
-torch.rand(2, float64) for a random dataset, [i / 2, -i] otherwise.
+Sample i of the scenarios' dataset is (float64 [i, worker id, batch seed, r0, r1, w], i * 7 + 3); r is
+torch.rand(2, float64) for a random dataset, [i / 2, -i] otherwise; w is the witness's answer (Makers): a
+keyed hash of (the calling process's host pid, i) that only P0 can make, so each delivered row names the
+process that ran its dataset[i], as the kernel reported it.
 """
 from __future__ import annotations
+
+import hmac
+import secrets
 
 import numpy as np
 import torch
@@ -110,8 +115,64 @@ def describe_case(case) -> str:
             f"drop_last={case['drop_last']}")
 
 
-def check_batch(got, want, what):
-    """One batch: (float64 [B, 5] rows, int64 [B] second field)."""
+class Makers:
+    """P0's side of the loader's witness (engine.witness): the scenario's dataset[i] asks it for a value with
+    the line "i"; the answer is a keyed hash of (the caller's host pid, i), 48 bits, exact in float64. Only P0
+    holds the key, so a value in a delivered row can only come from the process the kernel named when it
+    asked for that very sample."""
+
+    def __init__(self):
+        self.key, self.given, self.main = secrets.token_bytes(16), {}, set()  # main: the student's own pid(s)
+
+    def answer(self, pid: int, line: bytes) -> bytes:
+        try:
+            i = int(line)
+        except ValueError:
+            return b"-1"
+        value = int.from_bytes(hmac.digest(self.key, f"{pid}:{i}".encode(), "sha256")[:6], "big")
+        self.given[value] = (pid, i)
+        return str(value).encode()
+
+    def maker(self, row) -> int | None:
+        """The host pid that obtained this row's value for this row's index, or None."""
+        value = row[5]
+        if not np.isfinite(value) or value < 0 or value != int(value):
+            return None
+        pid, i = self.given.get(int(value), (None, None))
+        return pid if i == row[0] else None
+
+
+def check_makers(xs, case, makers, what):
+    """Who made the delivered batches of one epoch, from the witness (not from anything P1 says): each row by a
+    process other than the student's own; each batch by one process; batch b by the same process as every
+    batch b' = b (mod num_workers), and different residues by different processes. Returns those pids."""
+    workers, by_worker = case["num_workers"], {}
+    for b, x in enumerate(xs):
+        made = set()
+        for row in x:
+            pid = makers.maker(row)
+            assert pid is not None, (f"{what}, batch {b}: the last field of sample {int(row[0])} is not the value the "
+                                     "grader gave the process that ran dataset[i]: a batch must hold the samples "
+                                     "exactly as dataset[i] returned them in a worker")
+            assert pid not in makers.main, (f"{what}, batch {b}: dataset[{int(row[0])}] ran in the main process (the "
+                                            "process that called next()), as the kernel reports it; only workers may call it")
+            made.add(pid)
+        assert len(made) == 1, (f"{what}, batch {b}: its samples were loaded by {len(made)} different processes, as the "
+                                "kernel reports them; one worker makes a whole batch")
+        pid = made.pop()
+        first = by_worker.setdefault(b % workers, (pid, b))
+        assert first[0] == pid, (f"{what}: batches {first[1]} and {b} were made by different processes, as the kernel "
+                                 f"reports them; both belong to worker {b % workers} (batch b goes to worker b % num_workers, "
+                                 "one process per worker for the whole epoch)")
+    pids = [pid for pid, _ in by_worker.values()]
+    assert len(set(pids)) == len(pids), (f"{what}: one process made the batches of {len(pids) - len(set(pids)) + 1} "
+                                         "different workers, as the kernel reports it; each worker is its own process")
+    return set(pids)
+
+
+def check_batch(got, want, what, makers=None):
+    """One batch: (float64 [B, 5] rows, or [B, 6] with the witness's column, int64 [B] second field); returns the
+    rows."""
     wx, wids = want
     if isinstance(got, dict):
         raise AssertionError(f"{what}: a batch should be what default_collate makes of the samples (a list of two "
@@ -119,8 +180,11 @@ def check_batch(got, want, what):
     x, ids = replies.list_of(got, f"{what}: the batch", 2)
     x = replies.array(x, f"{what}: the batch's first field", dtype=np.float64)
     ids = replies.array(ids, f"{what}: the batch's second field", dtype=np.int64)
-    if x.shape != wx.shape or ids.shape != wids.shape:
-        raise AssertionError(f"{what}: the batch holds {len(ids)} samples, expected {len(wids)}")
+    columns = wx.shape[1] + (makers is not None)
+    if x.shape != (wx.shape[0], columns) or ids.shape != wids.shape:
+        raise AssertionError(f"{what}: the batch holds {len(ids)} samples of {x.shape[1:] or 'no'} fields, expected "
+                             f"{len(wids)} samples of {columns}")
+    rows, x = x, x[:, :wx.shape[1]]
     if not np.array_equal(ids, wids) or not np.array_equal(x[:, 0], wx[:, 0]):
         raise AssertionError(f"{what}: the batch holds other samples (or another order) than the sampler's indices "
                              "cut into batches")
@@ -136,10 +200,12 @@ def check_batch(got, want, what):
     if not np.array_equal(x[:, 3:], wx[:, 3:]):
         raise AssertionError(f"{what}: the samples' torch.rand draws differ from those after "
                              "torch.manual_seed(seed + 10_000 * epoch + b) in the worker, before the batch's first sample")
+    return rows
 
 
-def check_epoch(got, want, what, stopped="stop"):
-    """One epoch's reply of loader_epochs / loader_resume against `want` (from expected)."""
+def check_epoch(got, want, what, stopped="stop", makers=None):
+    """One epoch's reply of loader_epochs / loader_resume against `want` (from expected); with the witness
+    (`makers`), its rows carry the witness's column. Returns the batches' rows, for check_makers."""
     err = replies.error_reply(got, what) if isinstance(got, dict) and "batches" not in got else None
     assert err is None, f"{what}: raised {err and err['error']}: {err and err['message'][:200]}"
     got = replies.dict_of(got, {"batches", "error", "after"}, what)
@@ -151,8 +217,7 @@ def check_epoch(got, want, what, stopped="stop"):
             raise AssertionError(f"{what}: the epoch gave {len(batches)} batches{error}, expected {len(wanted)}")
         raise AssertionError(f"{what}: {len(batches)} batches came before the error (or the end), expected "
                              f"{len(wanted)}: the batches before the failing one come first, then WorkerError")
-    for b, (g, w) in enumerate(zip(batches, wanted, strict=True)):
-        check_batch(g, w, f"{what}, batch {b}")
+    xs = [check_batch(g, w, f"{what}, batch {b}", makers) for b, (g, w) in enumerate(zip(batches, wanted, strict=True))]
     if want["error"] is None:
         assert got["error"] is None, (f"{what}: after its {len(wanted)} batches the epoch should end with "
                                       f"StopIteration, got {_name(got['error'])}")
@@ -177,6 +242,7 @@ def check_epoch(got, want, what, stopped="stop"):
         after = got["after"]
         assert after == "stop", (f"{what}: next() after the epoch {'failed' if want['error'] else 'ended'} should raise "
                                  f"StopIteration, got {'a batch' if isinstance(after, dict) and 'batch' in after else _name(after)}")
+    return xs
 
 
 def _name(error):
@@ -207,10 +273,11 @@ def check_main_clean(processes, case, what):
     assert not main, f"{what}: dataset[i] ran in the main process (the process that called next()); only workers may call it"
 
 
-def check_stopped(processes, case, what):
+def check_stopped(processes, case, what, makers=()):
     """After the epoch ended, failed or was closed: no process that ran dataset[i] is left, running or exited but
-    never joined (a zombie: join() reaps it)."""
-    left = [p for p in processes if p["comm"].startswith(case["token"]) and not p["worker"]]
+    never joined (a zombie: join() reaps it); those are the processes named by the dataset, and the `makers`
+    (pids the witness saw make delivered batches)."""
+    left = [p for p in processes if (p["comm"].startswith(case["token"]) or p["pid"] in makers) and not p["worker"]]
     running = [p for p in left if p["state"] not in "ZX"]
     assert not running, (f"{what}: {len(running)} worker process(es) still running, seen from outside the sandbox: "
                          "the loader should stop its workers and join() them before it returns")

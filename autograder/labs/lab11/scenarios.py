@@ -210,15 +210,27 @@ def _libc():
     return ctypes.CDLL(None)
 
 
+def _witness(path, i):
+    """Ask P0's witness (engine.witness) for sample i's value: P0 learns the caller's pid from the kernel."""
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(path)
+        conn.sendall(f"{i}\n".encode())
+        return float(conn.makefile("rb").readline().decode().strip())
+
+
 class _Samples:
-    """Sample i: (float64 [i, worker id, batch seed, r0, r1], i * 7 + 3). The worker id and seed are what the
-    learner's get_worker_info() says (-1 where it says None); r are torch.rand draws for a random dataset.
+    """Sample i: (float64 [i, worker id, batch seed, r0, r1, w], i * 7 + 3). The worker id and seed are what the
+    learner's get_worker_info() says (-1 where it says None); r are torch.rand draws for a random dataset; w is
+    what P0's witness answered this process for sample i (oracle_loader.Makers), where the case has one.
     Each call names the calling thread `token` + worker id (`token` + "m" outside a worker) with
     prctl(PR_SET_NAME); P0 reads the process's name (its main thread's) from the host's /proc: only a process
     itself can set its own name."""
 
     def __init__(self, sub, case):
         self.sub, self.n, self.token, self.random = sub, int(case["n"]), str(case["token"]), bool(case["random"])
+        self.witness = case.get("witness")
         self.fail, self.die = {int(i) for i in case.get("fail") or []}, {int(i) for i in case.get("die") or []}
         self.slow = {int(i) for i in case.get("slow") or []}
 
@@ -241,7 +253,8 @@ class _Samples:
         if i in self.slow:
             time.sleep(0.4)
         noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)
-        return torch.cat([torch.tensor([i, wid, seed], dtype=torch.float64), noise]), i * 7 + 3
+        seen = [torch.tensor([_witness(self.witness, i)], dtype=torch.float64)] if self.witness else []
+        return torch.cat([torch.tensor([i, wid, seed], dtype=torch.float64), noise, *seen]), i * 7 + 3
 
 
 def _sampler(spec, n):

@@ -1,19 +1,26 @@
 # IPT-CANARY lab11 test_loader.py: hidden grading text, never shown to learners
 """Part `loader`: Loader on datasets, samplers, batch sizes, seeds and worker counts drawn from the grading seed.
 
-Trust: values and the host's /proc only. The batches are compared with P0's own model of the lab's rules
-(oracle_loader.expected, itself checked against DataLoader where the rules coincide). Whether the work ran in
-worker processes, and whether they stopped, P0 reads from the host's /proc between calls (student.processes()):
-the dataset names the process that ran dataset[i] (prctl(PR_SET_NAME): only a process can set its own name),
-and P0 looks for those names. Every test holds three cases where a shortcut differs from the lab's rules:
+Trust: values, the kernel's word and the host's /proc only. The batches are compared with P0's own model of the
+lab's rules (oracle_loader.expected, itself checked against DataLoader where the rules coincide). Which process
+ran each dataset[i], the kernel tells P0: the dataset asks P0's witness (engine.witness) for a value, P0 takes
+the caller's host pid from the socket (SO_PEERCRED) and answers with a keyed hash of (pid, i) that lands in the
+delivered row. So every delivered sample names its maker, and P0 checks that the main process made none, one
+process made each batch, and batch b was made by worker b % num_workers's own process (oracle_loader.check_makers).
+Whether workers were up while the epoch ran and stopped after it, P0 reads from the host's /proc between calls
+(student.processes()): the makers' pids, and the names the dataset gives the processes that ran dataset[i]
+(prctl(PR_SET_NAME)). Every test holds three cases where a shortcut differs from the lab's rules:
 - a dataset that draws torch.rand per sample: DataLoader seeds its workers with base_seed + worker_id, the lab
   per batch, so a loader that hands the work to DataLoader loses every test;
-- an epoch observed from outside while it runs and after it ends: loading in the main process or in threads,
-  or workers left running, lose every test;
+- an epoch observed from outside while it runs and after it ends: loading in the main process or in its threads
+  (even behind idle children that carry the dataset's names: attempt loader_threads_behind_named_children), or
+  workers left running, lose every test;
 - a worker that exits on its first batch while an earlier batch is slow to make: the lab delivers the earlier
   batch first; DataLoader raises at once from its SIGCHLD handler, so a DataLoader dressed in the lab's seeds
   and errors (a batch sampler, a worker_init_fn) loses every test too.
 """
+import contextlib
+
 import pytest
 
 from autograder.engine import replies
@@ -23,46 +30,68 @@ from autograder.labs.lab11 import oracle_loader as oracle
 LIMIT = 20  # seconds per call: an honest epoch takes a fraction of a second; a loader that hangs costs this
 
 
-def epochs(student, case, what):
-    got = student.run_within(LIMIT, "lab11.scenarios:loader_epochs", case)
-    err = replies.error_reply(got, what)
-    assert err is None, f"{what}: raised {err and err['error']}: {err and err['message'][:200]}"
-    want = oracle.expected(case)
-    for e, (g, w) in enumerate(replies.pairs(got, want, f"{what}: the epochs")):
-        oracle.check_epoch(g, w, f"{what}, epoch {e}" if len(want) > 1 else what)
+@contextlib.contextmanager
+def witnessed(student, case):
+    """The case with a witness for its dataset (engine.witness, oracle.Makers): each delivered row then names,
+    by the kernel's account, the process that ran its dataset[i]."""
+    makers = oracle.Makers()
+    with student.witness(makers.answer) as seen:
+        yield {**case, "witness": seen.inside}, makers
+
+
+def _processes(student, makers):
     processes = student.processes()
-    oracle.check_main_clean(processes, case, what)
-    oracle.check_stopped(processes, case, f"{what}, once the epoch was over")
+    makers.main |= {p["pid"] for p in processes if p["worker"]}
+    return processes
 
 
-def _start(student, case, count, what):
+def epochs(student, case, what):
+    with witnessed(student, case) as (case, makers):
+        got = student.run_within(LIMIT, "lab11.scenarios:loader_epochs", case)
+        processes = _processes(student, makers)
+        err = replies.error_reply(got, what)
+        assert err is None, f"{what}: raised {err and err['error']}: {err and err['message'][:200]}"
+        want = oracle.expected(case)
+        made = set()
+        for e, (g, w) in enumerate(replies.pairs(got, want, f"{what}: the epochs")):
+            where = f"{what}, epoch {e}" if len(want) > 1 else what
+            made |= oracle.check_makers(oracle.check_epoch(g, w, where, makers=makers), case, makers, where)
+        oracle.check_main_clean(processes, case, what)
+        oracle.check_stopped(processes, case, f"{what}, once the epoch was over", made)
+
+
+def _start(student, case, makers, count, what):
     got = student.run_within(LIMIT, "lab11.scenarios:loader_start", case, count)
+    _processes(student, makers)
     err = replies.error_reply(got, what)
     assert err is None, f"{what}: raised {err and err['error']}: {err and err['message'][:200]}"
     want = oracle.expected(case)[0]
-    for b, (g, w) in enumerate(replies.pairs(got, want["batches"][:count], f"{what}: the first {count} batches")):
-        oracle.check_batch(g, w, f"{what}, batch {b}")
-    return want
+    pairs = replies.pairs(got, want["batches"][:count], f"{what}: the first {count} batches")
+    return want, [oracle.check_batch(g, w, f"{what}, batch {b}", makers) for b, (g, w) in enumerate(pairs)]
 
 
 def staged(student, case, what, count=None, how="rest"):
     """Take `count` batches, look at the processes from outside, then finish the epoch (or close it) and look
     again: num_workers live workers while it runs, none once it is over."""
     count = case["num_workers"] if count is None else count
-    want = _start(student, case, count, f"{what}, the first {count} batches")
-    oracle.check_running(student.processes(), case, f"{what}, after {count} batches")
-    if how == "close":
-        got = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "close")
-        err = replies.error_reply(got, f"{what}: close()")
-        assert err is None, f"{what}: close() in the middle of the epoch raised {err and err['error']}: {err and err['message'][:200]}"
-        oracle.check_stopped(student.processes(), case, f"{what}, once close() returned in the middle of the epoch")
-        return
-    rest = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "rest")
-    oracle.check_epoch(rest, {**want, "batches": want["batches"][count:]}, f"{what}, the rest of the epoch")
-    ended = "raised WorkerError" if want["error"] else "raised StopIteration"
-    processes = student.processes()
-    oracle.check_main_clean(processes, case, what)
-    oracle.check_stopped(processes, case, f"{what}, once next() {ended}")
+    with witnessed(student, case) as (case, makers):
+        want, first = _start(student, case, makers, count, f"{what}, the first {count} batches")
+        made = oracle.check_makers(first, case, makers, f"{what}, the first {count} batches")
+        oracle.check_running(student.processes(), case, f"{what}, after {count} batches")
+        if how == "close":
+            got = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "close")
+            err = replies.error_reply(got, f"{what}: close()")
+            assert err is None, f"{what}: close() in the middle of the epoch raised {err and err['error']}: {err and err['message'][:200]}"
+            oracle.check_stopped(student.processes(), case, f"{what}, once close() returned in the middle of the epoch", made)
+            return
+        rest = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "rest")
+        rows = oracle.check_epoch(rest, {**want, "batches": want["batches"][count:]}, f"{what}, the rest of the epoch",
+                                  makers=makers)
+        made = oracle.check_makers(first + rows, case, makers, what)
+        ended = "raised WorkerError" if want["error"] else "raised StopIteration"
+        processes = _processes(student, makers)
+        oracle.check_main_clean(processes, case, what)
+        oracle.check_stopped(processes, case, f"{what}, once next() {ended}", made)
 
 
 def short_last(rng, **kwargs):
