@@ -23,7 +23,7 @@ EPOCH_STRIDE = 10_000
 
 
 def draw_case(rng, *, random=True, workers=2, n=None, batch_size=None, epochs=1, drop_last=None, sampler=None,
-              fail=(), die=(), slow=()):
+              fail=(), die=(), slow=(), stuck=()):
     n = int(rng.integers(9, 17)) if n is None else n
     if sampler is None:
         sampler = ["random", "list", "replacement"][int(rng.integers(3))]
@@ -35,7 +35,8 @@ def draw_case(rng, *, random=True, workers=2, n=None, batch_size=None, epochs=1,
     else:  # a list of drawn indices, some repeated, not all of the dataset
         spec = {"kind": "list", "indices": [int(i) for i in rng.integers(0, n, size=int(rng.integers(n - 3, n + 3)))]}
     return {"n": n, "token": "ipt" + "".join("abcdefghjkmnpqrstuvwxyz"[int(k)] for k in rng.integers(0, 23, 7)),
-            "random": random, "fail": [int(i) for i in fail], "die": [int(i) for i in die], "slow": [int(i) for i in slow], "sampler": spec,
+            "random": random, "fail": [int(i) for i in fail], "die": [int(i) for i in die], "slow": [int(i) for i in slow],
+            "stuck": [int(i) for i in stuck], "sampler": spec,
             "batch_size": int(rng.integers(2, 5)) if batch_size is None else batch_size, "num_workers": workers,
             "seed": int(rng.integers(2**30)), "drop_last": bool(rng.random() < 0.5) if drop_last is None else drop_last,
             "epochs": epochs}
@@ -265,6 +266,17 @@ def check_running(processes, case, what):
         assert len(named) == 1, f"{what}: {len(named)} live processes ran dataset[i] as worker {w}, expected one"
     pids = {p["pid"] for p in ours if p["state"] not in "ZX"}
     assert len(pids) == workers, f"{what}: {len(pids)} live processes ran dataset[i], expected {workers} workers"
+
+
+def check_started(processes, case, what):
+    """While an epoch runs: the student's process has num_workers live children (iter(loader) starts every worker,
+    even one that gets no batch)."""
+    main = {p["pid"] for p in processes if p["worker"]}
+    children = [p for p in processes if p["ppid"] in main and p["state"] not in "ZX"]
+    assert len(children) >= case["num_workers"], (
+        f"{what}: while the epoch runs, the main process has {len(children)} live child process(es), seen from "
+        f"outside the sandbox; iter(loader) starts num_workers = {case['num_workers']} workers, even when there are "
+        "fewer batches than workers")
 
 
 def check_main_clean(processes, case, what):

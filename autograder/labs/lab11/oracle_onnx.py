@@ -109,8 +109,10 @@ def eager(spec, arrays):
 
 
 def eager_translation(temps, x):
+    """scenarios.onnx_translate's outputs: log_cosh of x per temperature, then of the 0-d x[0, 0] (a translation
+    whose constants have shape (1,) makes that one (1,))."""
     x = torch.from_numpy(np.asarray(x))
-    return [log_cosh(x, t).numpy() for t in temps]
+    return [log_cosh(x, t).numpy() for t in temps] + [log_cosh(x[0, 0], temps[0]).numpy()]
 
 
 # -- replies -------------------------------------------------------------------------------------------------

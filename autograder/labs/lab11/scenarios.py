@@ -194,7 +194,8 @@ def shared_write(sub, files):
 
 # -- part loader ------------------------------------------------------------------------------------------------
 # A case: n (dataset length), token (P0's per-case name), random (torch.rand augmentation), fail (indices that
-# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 0.4 s), sampler ({"kind": "list", "indices"} or
+# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 0.4 s), stuck (indices that
+# sleep 30 s), witness (P0's witness socket, engine.witness), sampler ({"kind": "list", "indices"} or
 # {"kind": "random", "seed", "replacement", "num_samples"}), batch_size, num_workers, seed, drop_last, epochs.
 import ctypes  # noqa: E402
 import functools  # noqa: E402
@@ -233,6 +234,7 @@ class _Samples:
         self.witness = case.get("witness")
         self.fail, self.die = {int(i) for i in case.get("fail") or []}, {int(i) for i in case.get("die") or []}
         self.slow = {int(i) for i in case.get("slow") or []}
+        self.stuck = {int(i) for i in case.get("stuck") or []}
 
     def __len__(self):
         return self.n
@@ -248,10 +250,13 @@ class _Samples:
         i = int(i)
         if i in self.fail:
             raise ValueError(f"sample {i} is broken")
-        if i in self.die:
+        if i in self.die:  # after a pause: the batches this worker already put on the queue get through first (its
+            time.sleep(0.5)  # feeder thread flushes them; an exit in the middle of a send would take the queue's lock along)
             os._exit(3)
         if i in self.slow:
             time.sleep(0.4)
+        if i in self.stuck:  # a worker busy for longer than close() waits
+            time.sleep(30)
         noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)
         seen = [torch.tensor([_witness(self.witness, i)], dtype=torch.float64)] if self.witness else []
         return torch.cat([torch.tensor([i, wid, seed], dtype=torch.float64), noise, *seen]), i * 7 + 3
@@ -332,10 +337,19 @@ def loader_start(sub, case, count):
 
 
 def loader_resume(sub, how):
-    """how = "rest": the rest of the epoch (as loader_epochs reports one); how = "close": close() it."""
+    """how = "rest": the rest of the epoch (as loader_epochs reports one); how = "close": close() it; how = "one":
+    one next() (its batch, "stop" or its error), the iterator kept alive for another call."""
     iterator = _loader_state.pop("iterator", None)
     if iterator is None:
         return {"error": "NoIterator", "message": "the epoch did not start"}
+    if how == "one":
+        _loader_state["iterator"] = iterator
+        try:
+            return {"batch": _loader_batch(next(iterator))}
+        except StopIteration:
+            return "stop"
+        except Exception as exc:  # noqa: BLE001
+            return _loader_error(exc)
     if how == "close":
         try:
             iterator.close()
@@ -691,13 +705,14 @@ def onnx_export(sub, spec):
 
 
 def onnx_translate(sub, example, temps):
-    """torch.onnx.export of a module that applies log_cosh once per temperature, with the learner's translation."""
+    """torch.onnx.export of a module that applies log_cosh once per temperature, and once more with the first
+    temperature to the 0-d x[0, 0], with the learner's translation."""
     _quiet_onnx()
     from torch import nn
 
     class Temps(nn.Module):
         def forward(self, x):
-            return tuple(torch.ops.lab11.log_cosh(x, float(t)) for t in temps)
+            return (*(torch.ops.lab11.log_cosh(x, float(t)) for t in temps), torch.ops.lab11.log_cosh(x[0, 0], float(temps[0])))
 
     try:
         x = torch.from_numpy(np.array(example, copy=True))

@@ -143,7 +143,7 @@ def test_fake_kernel(student):
 @pytest.mark.weight(3)
 def test_gradients(student):
     """Gradients through your registered backward for P0's grad_outputs: zeros in b, broadcasting both ways,
-    one input without requires_grad, non-contiguous and 0-d inputs."""
+    one input without requires_grad, non-contiguous and 0-d inputs, inf and NaN in a where b is 0."""
     rng = case_rng(22)
     n, m = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     cases = [
@@ -155,6 +155,10 @@ def test_gradients(student):
         {"a": oc.spec(rng, (2, n, m)), "b": oc.spec(rng, (n, 1), zeros=1), "requires_grad": [True, True]},
         {"a": oc.spec(rng, (n, 1), "float64"), "b": oc.spec(rng, (1, m), "float64", zeros=1), "requires_grad": [True, True]},
     ]
+    a, b = oc.spec(rng, (n + m,), "float64"), oc.spec(rng, (n + m,), "float64")
+    at = rng.permutation(n + m)[:4]  # inf, -inf, NaN and 0 in a where b is 0: the rule's gradients are 0 there too
+    a["base"][at], b["base"][at] = [np.inf, -np.inf, np.nan, 0.0], [0.0, -0.0, 0.0, 0.0]
+    cases.append({"a": a, "b": b, "requires_grad": [True, True]})
     for case in cases:
         a, _ = oc.make(case["a"])
         b, _ = oc.make(case["b"])

@@ -77,7 +77,10 @@ def staged(student, case, what, count=None, how="rest"):
     with witnessed(student, case) as (case, makers):
         want, first = _start(student, case, makers, count, f"{what}, the first {count} batches")
         made = oracle.check_makers(first, case, makers, f"{what}, the first {count} batches")
-        oracle.check_running(student.processes(), case, f"{what}, after {count} batches")
+        running = student.processes()
+        oracle.check_started(running, case, f"{what}, after {count} batches")
+        if len(want["batches"]) >= case["num_workers"]:
+            oracle.check_running(running, case, f"{what}, after {count} batches")
         if how == "close":
             got = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "close")
             err = replies.error_reply(got, f"{what}: close()")
@@ -118,15 +121,30 @@ def long_case(rng, workers=2, **kwargs):
                             batch_size=2, sampler="random", drop_last=False, **kwargs)
 
 
-def dying(student, rng, what="a worker process exits"):
-    """Worker 1 exits on the first sample of its first batch (batch 1) while worker 0 sleeps over batch 0:
-    batch 0 first, then WorkerError(None, 1), and no worker left."""
-    n, size = int(rng.integers(10, 15)), int(rng.integers(2, 4))
+def dying(student, rng, what="a worker process exits", batch=1):
+    """Worker 1 exits on the first sample of batch `batch` (1 or 3: its first or second batch) while worker 0 sleeps
+    over batch 0: the batches before it first, then WorkerError(None, 1), and no worker left."""
+    n, size = int(rng.integers(12, 15)), int(rng.integers(2, 4))
     order = [int(i) for i in rng.permutation(n)]
-    case = oracle.draw_case(rng, random=True, n=n, batch_size=size, sampler="list", workers=2, die=[order[size]],
+    case = oracle.draw_case(rng, random=True, n=n, batch_size=size, sampler="list", workers=2, die=[order[batch * size]],
                             slow=[order[0]])
     case["sampler"] = {"kind": "list", "indices": order}
-    epochs(student, case, f"for {oracle.describe_case(case)}, where {what} while loading batch 1 and batch 0 is slow to make")
+    epochs(student, case, f"for {oracle.describe_case(case)}, where {what} while loading batch {batch} and batch 0 is slow to make")
+
+
+def failed_then_look(student, rng, what):
+    """The batches before a failing one, then one next() that raises WorkerError and no call after it: the workers
+    are already stopped and joined when the error reaches the caller."""
+    case = failing(rng, long_case(rng))
+    want = oracle.expected(case)[0]
+    with witnessed(student, case) as (case, makers):
+        _, first = _start(student, case, makers, want["where"], f"{what}, the {want['where']} batches before the error")
+        made = oracle.check_makers(first, case, makers, what)
+        got = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "one")
+        assert isinstance(got, dict) and got.get("error") == "WorkerError", (
+            f"{what}: next() on batch {want['where']}, which has a sample that raises, should raise WorkerError, got "
+            f"{'a batch' if isinstance(got, dict) and 'batch' in got else oracle._name(got)}")
+        oracle.check_stopped(_processes(student, makers), case, f"{what}, as soon as next() raised WorkerError", made)
 
 
 def failing(rng, case, two=False):
@@ -196,18 +214,27 @@ def test_worker_errors(student):
         epochs(student, case, f"for {oracle.describe_case(case)}, where {which}")
     case = failing(rng, long_case(rng))
     staged(student, case, f"for {oracle.describe_case(case)}, where one sample raises ValueError", count=2)
-    dying(student, rng)
+    failed_then_look(student, rng, f"for {oracle.describe_case(case)}, where one sample raises ValueError")
+    dying(student, rng, batch=3)
 
 
 @pytest.mark.weight(3)
 def test_worker_processes(student):
     """Seen from outside the sandbox: while an epoch runs, num_workers processes that ran dataset[i] as workers
-    0, 1, ... (none of them the main process); after the epoch's end and after close() in its middle, none of
-    them runs."""
+    0, 1, ... (none of them the main process), all started even for fewer batches than workers; after the epoch's
+    end and after close() in its middle, none of them runs, even one busy with a sample that takes 30 s."""
     rng = case_rng(44)
     for workers in (2, 3):
         case = long_case(rng, workers=workers)
         staged(student, case, f"for {oracle.describe_case(case)}")
     case = long_case(rng)
     staged(student, case, f"for {oracle.describe_case(case)}", count=3, how="close")
+    few = oracle.draw_case(rng, random=True, workers=3, n=int(rng.integers(4, 7)), batch_size=2, sampler="list", drop_last=True)
+    few["sampler"] = {"kind": "list", "indices": [int(i) for i in rng.integers(0, few["n"], size=4)]}
+    staged(student, few, f"for {oracle.describe_case(few)} (2 batches for 3 workers)", count=1, how="close")
+    stuck = long_case(rng)
+    order = [int(i) for i in oracle._sampler(stuck["sampler"], stuck["n"])]
+    stuck["stuck"] = [order[2 * stuck["batch_size"]]]  # worker 0's second batch (batch 2), under way after batch 0
+    staged(student, stuck, f"for {oracle.describe_case(stuck)}, where a sample of batch 2 takes 30 s (close() should "
+                           "kill its worker after a few seconds)", count=1, how="close")
     dying(student, rng)

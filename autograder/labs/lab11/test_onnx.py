@@ -22,7 +22,8 @@ def export_translation(student, rng, dtype):
     width = int(rng.integers(3, 7))
     temps = oracle.temperatures(rng, 3)
     example = rng.standard_normal((int(rng.integers(2, 6)), width)).astype(dtype)
-    what = f"log_cosh_onnx on {dtype} inputs (a module calling log_cosh with 3 temperatures, exported by the grader)"
+    what = (f"log_cosh_onnx on {dtype} inputs (a module calling log_cosh with 3 temperatures, and once on the 0-d x[0, 0], "
+            "exported by the grader)")
     data = oracle.model_bytes(student.run("lab11.scenarios:onnx_translate", example, temps), what)
     return width, temps, data, what
 
@@ -31,7 +32,7 @@ def export_translation(student, rng, dtype):
 def test_translation(student, clean_room):
     """The translation alone, in float32 and in float64, on drawn temperatures: plain values at batch 1 and a drawn
     batch, then zeros, tiny, large (past cosh's float32 overflow), infinite and nan values, and drawn large
-    magnitudes."""
+    magnitudes; each time also on a 0-d input (x[0, 0]), whose result is 0-d."""
     for dtype in oracle.DTYPES:
         rng = case_rng(1100 + oracle.DTYPES.index(dtype))
         width, temps, data, what = export_translation(student, rng, dtype)
