@@ -194,7 +194,7 @@ def shared_write(sub, files):
 
 # -- part loader ------------------------------------------------------------------------------------------------
 # A case: n (dataset length), token (P0's per-case name), random (torch.rand augmentation), fail (indices that
-# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 0.4 s), stuck (indices that
+# raise ValueError), die (indices whose worker calls os._exit), slow (indices that sleep 2 s), stuck (indices that
 # sleep 30 s), witness (P0's witness socket, engine.witness), sampler ({"kind": "list", "indices"} or
 # {"kind": "random", "seed", "replacement", "num_samples"}), batch_size, num_workers, seed, drop_last, epochs.
 import ctypes  # noqa: E402
@@ -251,10 +251,10 @@ class _Samples:
         if i in self.fail:
             raise ValueError(f"sample {i} is broken")
         if i in self.die:  # after a pause: the batches this worker already put on the queue get through first (its
-            time.sleep(0.5)  # feeder thread flushes them; an exit in the middle of a send would take the queue's lock along)
+            time.sleep(1.0)  # feeder thread flushes them; an exit in the middle of a send would take the queue's lock along)
             os._exit(3)
-        if i in self.slow:
-            time.sleep(0.4)
+        if i in self.slow:  # longer than a dying sample's pause: its worker exits while this batch is still being made
+            time.sleep(2.0)
         if i in self.stuck:  # a worker busy for longer than close() waits
             time.sleep(30)
         noise = torch.rand(2, dtype=torch.float64) if self.random else torch.tensor([0.5 * i, -i], dtype=torch.float64)

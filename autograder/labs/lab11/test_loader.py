@@ -79,7 +79,7 @@ def staged(student, case, what, count=None, how="rest"):
         made = oracle.check_makers(first, case, makers, f"{what}, the first {count} batches")
         running = student.processes()
         oracle.check_started(running, case, f"{what}, after {count} batches")
-        if len(want["batches"]) >= case["num_workers"]:
+        if count >= case["num_workers"]:  # each worker has delivered a batch, so has run dataset[i] by now
             oracle.check_running(running, case, f"{what}, after {count} batches")
         if how == "close":
             got = student.run_within(LIMIT, "lab11.scenarios:loader_resume", "close")
@@ -122,8 +122,9 @@ def long_case(rng, workers=2, **kwargs):
 
 
 def dying(student, rng, what="a worker process exits", batch=1):
-    """Worker 1 exits on the first sample of batch `batch` (1 or 3: its first or second batch) while worker 0 sleeps
-    over batch 0: the batches before it first, then WorkerError(None, 1), and no worker left."""
+    """Worker 1 exits on the first sample of batch `batch` (1 or 3: its first or second batch; 1 s after it starts
+    the sample) while worker 0 sleeps 2 s over batch 0: the batches before it first, then WorkerError(None, 1), and
+    no worker left. DataLoader's SIGCHLD handler raises before batch 0 is made."""
     n, size = int(rng.integers(12, 15)), int(rng.integers(2, 4))
     order = [int(i) for i in rng.permutation(n)]
     case = oracle.draw_case(rng, random=True, n=n, batch_size=size, sampler="list", workers=2, die=[order[batch * size]],
@@ -234,7 +235,7 @@ def test_worker_processes(student):
     staged(student, few, f"for {oracle.describe_case(few)} (2 batches for 3 workers)", count=1, how="close")
     stuck = long_case(rng)
     order = [int(i) for i in oracle._sampler(stuck["sampler"], stuck["n"])]
-    stuck["stuck"] = [order[2 * stuck["batch_size"]]]  # worker 0's second batch (batch 2), under way after batch 0
+    stuck["stuck"] = [order[2 * stuck["batch_size"]]]  # worker 0's second batch (batch 2), under way after batches 0, 1
     staged(student, stuck, f"for {oracle.describe_case(stuck)}, where a sample of batch 2 takes 30 s (close() should "
-                           "kill its worker after a few seconds)", count=1, how="close")
+                           "kill its worker after a few seconds)", count=2, how="close")
     dying(student, rng)
