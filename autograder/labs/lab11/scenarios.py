@@ -529,55 +529,56 @@ def _cpp_op():
     return getattr(getattr(torch.ops, CPP_NAMESPACE), CPP_OP)
 
 
-def py_fake(sub, cases):
-    """The learner's fake kernel under a FakeTensorMode ("fake") and on meta tensors ("meta")."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+def _on_standin(sub, cases, one):
+    """one(case) per case, on the stand-in operator with the learner's Python registrations: a case that raises
+    answers its error; if the registrations failed, every case answers that failure."""
     failed = _python_parts(sub)
     if failed:
         return [failed for _ in cases]
     results = []
     for case in cases:
         try:
-            a, _ = _cpp_tensor(case["a"])
-            b, _ = _cpp_tensor(case["b"])
-            if case["mode"] == "meta":
-                am = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
-                bm = torch.empty_strided(b.shape, b.stride(), dtype=b.dtype, device="meta")
-                out = _cpp_call(_cpp_op(), am, bm, case.get("call", {}))
-            else:
-                with FakeTensorMode() as mode:
-                    out = _cpp_call(_cpp_op(), mode.from_tensor(a), mode.from_tensor(b), case.get("call", {}))
-            if not isinstance(out, torch.Tensor):
-                results.append({"error": "NotATensor", "message": type(out).__name__})
-                continue
-            results.append({"shape": [int(s) for s in out.shape], "stride": [int(s) for s in out.stride()],
-                            "dtype": str(out.dtype).replace("torch.", ""), "device": str(out.device)})
+            results.append(one(case))
         except Exception as exc:  # noqa: BLE001
             results.append(_error(exc))
     return results
+
+
+def py_fake(sub, cases):
+    """The learner's fake kernel under a FakeTensorMode ("fake") and on meta tensors ("meta")."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def one(case):
+        a, _ = _cpp_tensor(case["a"])
+        b, _ = _cpp_tensor(case["b"])
+        if case["mode"] == "meta":
+            am = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+            bm = torch.empty_strided(b.shape, b.stride(), dtype=b.dtype, device="meta")
+            out = _cpp_call(_cpp_op(), am, bm, case.get("call", {}))
+        else:
+            with FakeTensorMode() as mode:
+                out = _cpp_call(_cpp_op(), mode.from_tensor(a), mode.from_tensor(b), case.get("call", {}))
+        if not isinstance(out, torch.Tensor):
+            return {"error": "NotATensor", "message": type(out).__name__}
+        return {"shape": [int(s) for s in out.shape], "stride": [int(s) for s in out.stride()],
+                "dtype": str(out.dtype).replace("torch.", ""), "device": str(out.device)}
+    return _on_standin(sub, cases, one)
 
 
 def py_grad(sub, cases):
     """Gradients of the stand-in operator through the learner's autograd registration."""
-    failed = _python_parts(sub)
-    if failed:
-        return [failed for _ in cases]
-    results = []
-    for case in cases:
-        try:
-            a, _ = _cpp_tensor(case["a"])
-            b, _ = _cpp_tensor(case["b"])
-            wants = case["requires_grad"]
-            a, b = a.detach().requires_grad_(bool(wants[0])), b.detach().requires_grad_(bool(wants[1]))
-            out = _cpp_call(_cpp_op(), a, b, case.get("call", {}))
-            inputs = [t for t, w in ((a, wants[0]), (b, wants[1])) if w]
-            grads = torch.autograd.grad(out, inputs, grad_outputs=torch.from_numpy(np.array(case["grad"], copy=True)),
-                                        allow_unused=True)
-            results.append({"out": _values(out), "grads": [None if g is None else _values(g) for g in grads],
-                            "shapes": [None if g is None else list(g.shape) for g in grads]})
-        except Exception as exc:  # noqa: BLE001
-            results.append(_error(exc))
-    return results
+    def one(case):
+        a, _ = _cpp_tensor(case["a"])
+        b, _ = _cpp_tensor(case["b"])
+        wants = case["requires_grad"]
+        a, b = a.detach().requires_grad_(bool(wants[0])), b.detach().requires_grad_(bool(wants[1]))
+        out = _cpp_call(_cpp_op(), a, b, case.get("call", {}))
+        inputs = [t for t, w in ((a, wants[0]), (b, wants[1])) if w]
+        grads = torch.autograd.grad(out, inputs, grad_outputs=torch.from_numpy(np.array(case["grad"], copy=True)),
+                                    allow_unused=True)
+        return {"out": _values(out), "grads": [None if g is None else _values(g) for g in grads],
+                "shapes": [None if g is None else list(g.shape) for g in grads]}
+    return _on_standin(sub, cases, one)
 
 
 def _cpp_program(spec):
@@ -598,25 +599,18 @@ def _cpp_program(spec):
 def py_compile(sub, programs):
     """Each program compiled with torch.compile(fullgraph=True, backend="aot_eager") and run on its inputs:
     the outputs and the gradients of (out * weight).sum() with respect to a and b."""
-    failed = _python_parts(sub)
-    if failed:
-        return [failed for _ in programs]
-    results = []
-    for spec in programs:
-        try:
-            compiled = torch.compile(_cpp_program(spec), fullgraph=True, backend="aot_eager", dynamic=bool(spec["dynamic"]))
-            runs = []
-            for a_np, b_np, w_np in spec["inputs"]:
-                a = torch.from_numpy(np.array(a_np, copy=True)).requires_grad_(True)
-                b = torch.from_numpy(np.array(b_np, copy=True)).requires_grad_(True)
-                out = compiled(a, b)
-                loss = (out * torch.from_numpy(np.array(w_np, copy=True))).sum()
-                ga, gb = torch.autograd.grad(loss, [a, b])
-                runs.append({"out": _values(out), "grad_a": _values(ga), "grad_b": _values(gb)})
-            results.append({"runs": runs})
-        except Exception as exc:  # noqa: BLE001
-            results.append(_error(exc))
-    return results
+    def one(spec):
+        compiled = torch.compile(_cpp_program(spec), fullgraph=True, backend="aot_eager", dynamic=bool(spec["dynamic"]))
+        runs = []
+        for a_np, b_np, w_np in spec["inputs"]:
+            a = torch.from_numpy(np.array(a_np, copy=True)).requires_grad_(True)
+            b = torch.from_numpy(np.array(b_np, copy=True)).requires_grad_(True)
+            out = compiled(a, b)
+            loss = (out * torch.from_numpy(np.array(w_np, copy=True))).sum()
+            ga, gb = torch.autograd.grad(loss, [a, b])
+            runs.append({"out": _values(out), "grad_a": _values(ga), "grad_b": _values(gb)})
+        return {"runs": runs}
+    return _on_standin(sub, programs, one)
 
 
 # -- part onnx -------------------------------------------------------------------------------------------------
