@@ -53,7 +53,9 @@ def build_root(root, plan):
     for dev in ("null", "zero", "urandom", "random"):
         open(f"{root}/dev/{dev}", "a").close()
         _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
-    if plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
+    if plan.get("template"):  # each grading's zygote mounts its own /dev/shm here (grading_mounts)
+        os.makedirs(f"{root}/dev/shm", exist_ok=True)
+    elif plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
         os.makedirs(f"{root}/dev/shm", exist_ok=True)
         _mount("tmpfs", f"{root}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
     os.makedirs(f"{root}/proc", exist_ok=True)
@@ -61,6 +63,41 @@ def build_root(root, plan):
     os.makedirs(f"{root}/tmp", exist_ok=True)
     _mount("tmpfs", f"{root}/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
     _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+
+
+def unshare_grading():
+    """From a template (see worker.template), chrooted in the jail's root: new mount, pid, network, IPC and
+    uts namespaces for one grading, as `unshare --pid --mount --net --ipc --uts` gives a fresh sandbox. The
+    caller enters all but the pid namespace at once; its next child is pid 1 of the new one."""
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def grading_mounts(plan):
+    """The grading's own file systems, in its new mount namespace: a fresh private /tmp (and /dev/shm where
+    the lab asks for one), in place of the template's; the template's /proc (the host's) is detached, and
+    the grading's pid 1 mounts its own (grading_proc)."""
+    for target in (b"/proc", b"/tmp"):
+        if _libc.umount2(target, MNT_DETACH) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"umount {target.decode()}: {os.strerror(err)}")
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
+    if plan.get("shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
+    if plan.get("loopback"):
+        loopback_up()
+
+
+def grading_proc():
+    """Pid 1 of a grading's pid namespace mounts the /proc that shows that namespace only."""
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
 
 
 def loopback_up():
@@ -96,8 +133,9 @@ def main():
         loopback_up()
     os.chroot(root)
     os.chdir("/tmp")
-    set_limits(plan["limits"])
-    drop_privileges(plan.get("uid", NOBODY))
+    if not plan.get("template"):  # a template stays root: it forks each grading's zygote, which drops (worker.template)
+        set_limits(plan["limits"])
+        drop_privileges(plan.get("uid", NOBODY))
     os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 

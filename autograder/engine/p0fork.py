@@ -65,6 +65,7 @@ def _run_pytest(job: dict) -> None:
         import pytest
         code = int(pytest.main(job["args"]))
         _report_imports()
+        _report_remote_cpu(job["rc"])
     except BaseException as exc:  # noqa: BLE001 - the caller sees the status and the log
         try:
             print(f"p0fork: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -102,6 +103,15 @@ def _report_imports() -> None:
         pass
 
 
+def _report_remote_cpu(rc: str) -> None:
+    """The CPU of the zygotes that the server's templates forked for this run (sandbox.remote_cpu_seconds):
+    not the run's children, so not in the rusage its parent takes from wait4; the parent adds it."""
+    sandbox = sys.modules.get("autograder.engine.sandbox")
+    seconds = sandbox.remote_cpu_seconds() if sandbox is not None else 0.0
+    with open(rc + ".remote", "w") as f:
+        f.write(f"{seconds:.6f}")
+
+
 def _learn() -> None:
     """Import what finished runs reported (once each; a module that fails to import is left to the runs)."""
     import importlib
@@ -137,8 +147,14 @@ def _child(job: dict) -> None:
             _run_pytest(job)
         _, status, usage = os.wait4(pid, 0)
         code = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+        try:
+            with open(job["rc"] + ".remote") as f:
+                cpu += float(f.read())
+        except (OSError, ValueError):
+            pass
         with open(job["rc"] + ".tmp", "w") as f:
-            f.write(f"{code} {usage.ru_utime + usage.ru_stime:.6f}")
+            f.write(f"{code} {cpu:.6f}")
         os.rename(job["rc"] + ".tmp", job["rc"])
     finally:
         os._exit(0)
@@ -172,6 +188,9 @@ def serve() -> None:
                         module.warm_p0()
             except Exception:  # noqa: BLE001 - the grading imports it again and reports what fails
                 pass
+        if job.get("template"):  # the lab's warm start for its student zygotes (level namespaces)
+            from autograder.engine import sandbox
+            sandbox.start_template(sandbox.SandboxSpec(**job["template"]))
         _learn()
         _known.update(sys.modules)
         gc.freeze()  # a run's collections skip everything the server holds (see the docstring)
@@ -209,13 +228,15 @@ class Server:
         return self.proc.poll() is None
 
     def run(self, args: list[str], cwd: str, log: str, timeout: float, env: dict[str, str] | None = None,
-            preload: tuple[str, ...] = ()) -> int | None:
+            preload: tuple[str, ...] = (), template: dict | None = None) -> int | None:
         """pytest.main(args) in a fresh child, in `env` (default: the server's); its exit status, or None when
         it ran past `timeout` (killed). `preload`: modules the server imports first (once), so that this run
-        and every later one starts with them imported."""
+        and every later one starts with them imported. `template`: the SandboxSpec fields (lab, deny_modules,
+        preload, level) of the student zygotes this run will start: the server starts that lab's template
+        once (sandbox.start_template), and the run's zygotes are forked from it."""
         rc = log + ".rc"
         job = {"args": args, "cwd": cwd, "env": env if env is not None else self.env, "log": log, "rc": rc,
-               "preload": list(preload)}
+               "preload": list(preload), "template": template}
         with self.lock:
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()

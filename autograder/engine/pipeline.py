@@ -152,7 +152,9 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         log = workdir / "pytest.log"
         try:
             preload = (*job["preload"], *settings.get("grader_preload", []))
-            code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload)
+            template = {"lab": paths.lab, "deny_modules": tuple(job["deny_modules"]), "preload": tuple(job["preload"]),
+                        "level": options.sandbox} if options.sandbox in ("auto", "namespaces") else None
+            code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload, template)
         except OSError:
             server = None
         else:

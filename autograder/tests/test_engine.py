@@ -684,3 +684,72 @@ def test_world_timeouts_grow_with_the_run_queue_and_no_further(monkeypatch):
     for load, want in ((0.0, 4.0), (cores * 1.0, 4.0), (cores * 2.5, 10.0), (cores * 50.0, 16.0)):
         monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
         assert busy_timeout(4.0) == want, (load, busy_timeout(4.0))
+
+
+LOOK = """
+import os, resource, socket, time
+
+
+def look(sub):
+    mounts = sorted(" ".join([l.split()[4], l.split()[5], l.split(" - ")[1].split()[0]]) for l in open("/proc/self/mountinfo"))
+    limits = {n: resource.getrlimit(getattr(resource, n)) for n in ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_FSIZE")}
+    status = [l for l in open("/proc/self/status").read().splitlines() if l.startswith(("NoNewPrivs", "Cap", "Uid", "Gid", "Groups"))]
+    return {"mounts": mounts, "limits": limits, "fds": sorted(os.listdir("/proc/self/fd")), "status": status,
+            "interfaces": socket.if_nameindex(), "env": dict(os.environ), "cwd": os.getcwd(), "host": socket.gethostname(),
+            "root": sorted(os.listdir("/")), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+            "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm"))}
+
+
+def leave(sub):
+    open("/tmp/left", "w").write("1")
+    open("/dev/shm/left", "w").write("1")
+    return True
+
+
+def burn_cpu(sub, seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return True
+"""
+
+
+def test_a_zygote_forked_from_a_template_is_a_fresh_sandbox():
+    """sandbox.start_template: a lab's imports once per batch, and each grading's zygote forked from it in new
+    namespaces. What the learner's code can observe must be what a zygote started afresh shows: the same
+    mounts, limits, descriptors, privileges, environment, network and processes; nothing left by an earlier
+    grading in /tmp or /dev/shm; P0's view (processes(), net_pid) unchanged; and its CPU counted."""
+    spec = sandbox.SandboxSpec("lab00", ("torch",), level="namespaces", shm=True, loopback=True)
+    if sandbox.resolve_level("auto") != "namespaces":
+        pytest.skip("templates serve level namespaces only")
+
+    def grading(zygote, cells=(("setup", "x = 1"),)):
+        with Student(spec, list(cells), scenarios={"lab00": LOOK}, zygote=zygote) as student:
+            seen = student.run("look")
+            assert student.run("leave") is True
+            processes = student.processes()
+            assert [p["worker"] for p in processes] == [False, True], processes  # pid 1 (the zygote), the worker
+            assert student.net_pid == zygote.proc.pid
+            return seen
+
+    fresh = sandbox.Zygote(spec)
+    try:
+        assert not isinstance(fresh.proc, sandbox._FromTemplate)
+        afresh = grading(fresh)
+    finally:
+        fresh.close()
+    assert sandbox.start_template(spec), "the template did not start"
+    for _ in range(2):
+        zygote = sandbox.Zygote(spec)
+        try:
+            assert isinstance(zygote.proc, sandbox._FromTemplate), "the zygote was not forked from the template"
+            seen = grading(zygote)
+            before = sandbox.remote_cpu_seconds()
+            with Student(spec, [], scenarios={"lab00": LOOK}, zygote=zygote) as student:
+                assert student.run("burn_cpu", 1.0) is True
+        finally:
+            zygote.close()
+        assert sandbox.remote_cpu_seconds() - before >= 0.9, "the templated zygote's CPU was not counted"
+        for key, value in afresh.items():
+            assert seen[key] == value, f"{key}: afresh {value}, from the template {seen[key]}"
+        assert seen["tmp"] == [] and seen["shm"] == [] and seen["pids"] == [1, 2]
