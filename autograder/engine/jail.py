@@ -53,7 +53,7 @@ def build_root(root, plan):
     for dev in ("null", "zero", "urandom", "random"):
         open(f"{root}/dev/{dev}", "a").close()
         _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
-    if plan.get("template"):  # each grading's zygote mounts its own /dev/shm here (grading_mounts)
+    if plan.get("template") and plan.get("shm"):  # each grading's zygote mounts its own /dev/shm here (grading_mounts)
         os.makedirs(f"{root}/dev/shm", exist_ok=True)
     elif plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
         os.makedirs(f"{root}/dev/shm", exist_ok=True)
@@ -123,6 +123,17 @@ def drop_privileges(uid=NOBODY):
     os.setuid(uid)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    clear_keyrings()
+
+
+def clear_keyrings():
+    """Empty the uid's user and user-session keyrings: they belong to the uid, not to a process, so keys that an
+    earlier grading under the same uid added would otherwise still be there for this one to read."""
+    keyctl, clear = 250, 7  # SYS_keyctl (x86-64), KEYCTL_CLEAR
+    if os.uname().machine != "x86_64":
+        return
+    for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+        _libc.syscall(keyctl, clear, keyring)
 
 
 def main():

@@ -135,6 +135,15 @@ def _learn() -> None:
                 pass
 
 
+def _templates_for(job: dict) -> None:
+    """A run uses the server's templates that its job asked for, and no others (IPT_TEMPLATE=0 turns them off)."""
+    sandbox, referee = (sys.modules.get(f"autograder.engine.{m}") for m in ("sandbox", "referee"))
+    if sandbox is not None and not job.get("template"):
+        sandbox._templates.clear()
+    if referee is not None and not job.get("referee"):
+        referee._templates.clear()
+
+
 def _child(job: dict) -> None:
     """The server's child: a new process group, the pytest run in a grandchild, and its status and CPU time
     (the grandchild's and everything it waited for, from wait4) written to the job's `rc` file."""
@@ -142,6 +151,7 @@ def _child(job: dict) -> None:
     try:
         _replies.close()
         os.setsid()
+        _templates_for(job)
         pid = os.fork()
         if pid == 0:
             _run_pytest(job)
@@ -191,6 +201,9 @@ def serve() -> None:
         if job.get("template"):  # the lab's warm start for its student zygotes (level namespaces)
             from autograder.engine import sandbox
             sandbox.start_template(sandbox.SandboxSpec(**job["template"]))
+        if job.get("referee"):  # and of its referee ranks' zygotes (lab.toml referee_roles)
+            from autograder.engine import referee
+            referee.start_template(job["referee"])
         _learn()
         _known.update(sys.modules)
         gc.freeze()  # a run's collections skip everything the server holds (see the docstring)
@@ -228,15 +241,16 @@ class Server:
         return self.proc.poll() is None
 
     def run(self, args: list[str], cwd: str, log: str, timeout: float, env: dict[str, str] | None = None,
-            preload: tuple[str, ...] = (), template: dict | None = None) -> int | None:
+            preload: tuple[str, ...] = (), template: dict | None = None, referee: list[str] | None = None) -> int | None:
         """pytest.main(args) in a fresh child, in `env` (default: the server's); its exit status, or None when
         it ran past `timeout` (killed). `preload`: modules the server imports first (once), so that this run
         and every later one starts with them imported. `template`: the SandboxSpec fields (lab, deny_modules,
         preload, level) of the student zygotes this run will start: the server starts that lab's template
-        once (sandbox.start_template), and the run's zygotes are forked from it."""
+        once (sandbox.start_template), and the run's zygotes are forked from it. `referee`: the role modules of
+        the lab's referee ranks, for the same with referee.start_template."""
         rc = log + ".rc"
         job = {"args": args, "cwd": cwd, "env": env if env is not None else self.env, "log": log, "rc": rc,
-               "preload": list(preload), "template": template}
+               "preload": list(preload), "template": template, "referee": referee}
         with self.lock:
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()

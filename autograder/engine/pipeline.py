@@ -153,8 +153,9 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         try:
             preload = (*job["preload"], *settings.get("grader_preload", []))
             template = {"lab": paths.lab, "deny_modules": tuple(job["deny_modules"]), "preload": tuple(job["preload"]),
-                        "level": options.sandbox} if options.sandbox in ("auto", "namespaces") else None
-            code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload, template)
+                        "level": options.sandbox} if options.sandbox in ("auto", "namespaces") and os.environ.get("IPT_TEMPLATE", "1") != "0" else None
+            referee = settings.get("referee_roles") if template else None
+            code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload, template, referee)
         except OSError:
             server = None
         else:

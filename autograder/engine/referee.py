@@ -26,7 +26,9 @@ out leaves cases unrecorded, which the lab fails, never an internal error.
 """
 from __future__ import annotations
 
+import atexit
 import datetime
+import hashlib
 import importlib
 import json
 import os
@@ -111,7 +113,7 @@ def _play(jobdir: str) -> int:
     return 0
 
 
-def main(modules: list[str]) -> None:
+def _imports(modules: list[str]) -> None:
     import numpy  # noqa: F401 - imported once, before any fork
     import torch
     import torch.distributed  # noqa: F401
@@ -121,6 +123,15 @@ def main(modules: list[str]) -> None:
             raise SystemExit(f"a referee role module is under {TRUSTED}, not {module!r}")
         importlib.import_module(module)
     torch.set_num_threads(1)
+
+
+def main(modules: list[str]) -> None:
+    _imports(modules)
+    serve()
+
+
+def serve() -> None:
+    """The zygote's loop: one child per world, on request."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     for line in sys.stdin:
         command, _, jobdir = line.strip().partition(" ")
@@ -149,6 +160,240 @@ def main(modules: list[str]) -> None:
                 break
 
 
+# -- a referee template: the imports once per batch --------------------------------------------------
+def template(modules: list[str], listen_fd: int) -> None:
+    """`python -m autograder.engine.referee --template MODULE...`, started by P0's fork server (start_template)
+    as root on the host, in the environment `sandbox.trusted_peer` gives a referee: imports torch,
+    torch.distributed and the role modules once for a whole batch, and on each request from a P0 process (root)
+    forks a child C, which forks the referee zygote R of one test module and waits for it. R joins the network
+    namespace P0 names (a descriptor of /proc/PID/ns/net), starts a session, takes the peer uid and
+    no_new_privs, exactly as trusted_peer's confine does, and runs `serve()` on the two pipes P0 passed: the
+    process `python -m autograder.engine.referee MODULE...` would be, without its 2-3 s of imports. C writes
+    "pid R" and, once R has ended, "cpu SECONDS" (R's and what it reaped) to P0's status pipe."""
+    import select
+    import socket
+    import struct
+    _imports(modules)
+    listener = socket.socket(fileno=listen_fd)
+    print("ready", flush=True)
+    while True:
+        while True:
+            try:
+                done, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if not done:
+                break
+        ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+            os._exit(0)
+        if listener not in ready:
+            continue
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        fds = []
+        try:
+            conn.settimeout(5)
+            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+            message, fds, _, _ = socket.recv_fds(conn, 65536, 4)
+            request = json.loads(message)
+            if uid != 0 or len(fds) != 4:
+                continue
+            pid = os.fork()
+            if pid == 0:
+                listener.detach(), conn.detach()
+                _referee_child(request, fds)
+            conn.send(json.dumps({"pid": pid}).encode())
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+
+
+def _referee_child(request: dict, fds: list[int]) -> None:
+    """C of template(): R as its child, then R's CPU to P0."""
+    import ctypes
+    code = 70
+    try:
+        requests, replies, status, netns = fds
+        for i, fd in enumerate((requests, replies, status, netns)):
+            os.dup2(fd, 3 + i)
+        os.closerange(7, 65536)
+        pid = os.fork()
+        if pid == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: C gone, R goes
+            if libc.setns(6, 0x40000000) != 0:  # CLONE_NEWNET: the sandbox's network, nothing else of it
+                raise OSError(ctypes.get_errno(), "setns")
+            os.setsid()
+            os.dup2(3, 0)
+            os.dup2(4, 1)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.closerange(3, 65536)
+            os.chdir("/")
+            if request.get("uid") is not None:
+                os.setgroups([])
+                os.setgid(int(request["uid"]))
+                os.setuid(int(request["uid"]))
+                libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            sys.stdin = open(0, closefd=False)
+            sys.stdout = open(1, "w", buffering=1, closefd=False)
+            serve()
+            os._exit(0)
+        for fd in (3, 4, 6):
+            os.close(fd)
+        os.write(5, f"pid {pid}\n".encode())
+        _, _, usage = os.wait4(pid, 0)
+        os.write(5, f"cpu {usage.ru_utime + usage.ru_stime:.6f}\n".encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+_templates: dict[tuple[str, ...], str | None] = {}  # role modules -> the template's socket path (forked runs inherit it)
+_template_procs: list[subprocess.Popen] = []
+_template_owner = os.getpid()
+
+
+def start_template(roles: list[str], timeout: float = 120) -> bool:
+    """Start (once per process, per set of role modules) a referee template (see template()); called by P0's
+    fork server before it forks a grading run of a lab whose lab.toml names `referee_roles`."""
+    import select
+    import socket
+    from autograder.engine import sandbox
+    from autograder.paths import build_dir
+    global _template_owner
+    key = tuple(roles)
+    if _template_owner != os.getpid():
+        _templates.clear(), _template_procs.clear()
+        _template_owner = os.getpid()
+    if key in _templates:
+        return _templates[key] is not None
+    _templates[key] = None
+    if os.geteuid() != 0 or not all(m.startswith(TRUSTED) and ":" not in m for m in roles):
+        return False
+    folder = build_dir("sandbox", "templates")
+    folder.chmod(0o700)
+    path = str(folder / f"{os.getpid()}-referee-{hashlib.sha256(repr(key).encode()).hexdigest()[:12]}.sock")
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind(path)
+        listener.listen(16)
+        # the interpreter and environment a referee gets (trusted_peer), but root: its children drop the uid
+        argv, env, _ = sandbox.trusted_peer(["-m", "autograder.engine.referee", "--template", "--fd",
+                                             str(listener.fileno()), *roles], None)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=env, cwd="/", pass_fds=(listener.fileno(),), start_new_session=True)
+    except OSError:
+        return False
+    finally:
+        listener.close()
+    _template_procs.append(proc)
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not ready or proc.stdout.readline().strip() != b"ready":
+        proc.kill()
+        proc.wait()
+        return False
+    _templates[key] = path
+    return True
+
+
+@atexit.register
+def _stop_templates() -> None:
+    if _template_owner != os.getpid():
+        return
+    for proc in _template_procs:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    for proc in _template_procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    for path in _templates.values():
+        if path and os.path.exists(path):
+            os.unlink(path)
+
+
+class _Forked:
+    """A referee zygote R forked by a template, with the parts of Popen's interface `Referee` uses."""
+
+    def __init__(self, stdin, stdout, status: int):
+        self.stdin, self.stdout, self.status = stdin, stdout, status
+        self._buffer = b""
+        line = self._line(30)
+        if not line.startswith("pid "):
+            raise OSError("the referee template did not start a zygote")
+        self.pid = int(line.split()[1])
+
+    def _line(self, timeout: float) -> str:
+        import select
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([self.status], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self.status, 256) if ready else b""
+            if not chunk:
+                break
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def poll(self):
+        return None if _alive(self.pid) else 0
+
+    def wait(self, timeout: float = 10) -> int:
+        """After killpg: C reports R's CPU once R has ended."""
+        from autograder.engine import sandbox
+        line = self._line(timeout)
+        os.close(self.status)
+        if line.startswith("cpu "):
+            sandbox.add_remote_cpu(float(line.split()[1]))
+        return 0
+
+
+def _from_template(roles: list[str], net_pid: int | None, uid: int | None):
+    import socket
+    path = _templates.get(tuple(roles))
+    if not path or net_pid is None:
+        return None
+    pipes = [os.pipe(), os.pipe(), os.pipe()]  # requests (P0 -> R), replies (R -> P0), status (C -> P0)
+    theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+    try:
+        netns = os.open(f"/proc/{net_pid}/ns/net", os.O_RDONLY)
+    except OSError:
+        for r, w in pipes:
+            os.close(r), os.close(w)
+        return None
+    theirs.append(netns)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+            conn.settimeout(30)
+            conn.connect(path)
+            socket.send_fds(conn, [json.dumps({"uid": uid}).encode()], theirs)
+            json.loads(conn.recv(4096))["pid"]
+        forked = _Forked(os.fdopen(pipes[0][1], "w"), os.fdopen(pipes[1][0], "r"), pipes[2][0])
+    except (OSError, ValueError, KeyError, TypeError):
+        for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        forked = None
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    return forked
+
+
 # -- P0's side -------------------------------------------------------------------------------------
 class Referee:
     """The referee zygote of one test module, started beside the student's worker on first use.
@@ -174,9 +419,11 @@ class Referee:
         if self.proc is not None and self.proc.poll() is None and net_pid == self.net_pid:
             return
         self.close()
-        argv, env, confine = sandbox.trusted_peer(["-m", "autograder.engine.referee", *self.roles], net_pid)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=env, cwd="/", preexec_fn=confine, start_new_session=True)
+        self.proc = _from_template(self.roles, net_pid, sandbox.peer_uid())   # forked, imports done (template())
+        if self.proc is None:
+            argv, env, confine = sandbox.trusted_peer(["-m", "autograder.engine.referee", *self.roles], net_pid)
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, env=env, cwd="/", preexec_fn=confine, start_new_session=True)
         self.net_pid, self.uid = net_pid, sandbox.peer_uid()
 
     def start(self, job: dict, arrays: dict[str, np.ndarray], ncases: int) -> Job:
@@ -299,4 +546,7 @@ class Job:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--template"]:
+        template(sys.argv[4:], int(sys.argv[3]))   # --template --fd N MODULE...
+    else:
+        main(sys.argv[1:])

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.paths import build_dir
-from autograder.engine import witness
+from autograder.engine import jail, witness
 
 ENGINE_DIR = Path(__file__).resolve().parent
 LEVELS = ("namespaces", "uid", "rlimits")
@@ -37,6 +37,7 @@ NOBODY = 65534
 UID_BASE, UID_COUNT = 420000, 4096  # one unprivileged uid per grading run, leased from this range
 _uid: int | None = None
 _lease: int | None = None   # the open, flocked lease file of _uid
+_uid_pid: int | None = None  # the process that leased _uid
 
 
 def grading_uid() -> int:
@@ -45,9 +46,10 @@ def grading_uid() -> int:
     Leased with an exclusive flock on a file under build/sandbox/uids, held by an open descriptor (not
     inherited across exec): the kernel releases it when the process dies, so no stale lease is ever taken
     over by two gradings at once."""
-    global _uid, _lease
-    if _uid is not None:
+    global _uid, _lease, _uid_pid
+    if _uid is not None and _uid_pid == os.getpid():
         return _uid
+    _uid_pid = os.getpid()  # a forked child (P0's fork server forks every grading run) leases its own
     import fcntl
     folder = build_dir("sandbox", "uids")
     for uid in range(UID_BASE, UID_BASE + UID_COUNT):
@@ -259,7 +261,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
             "limits": spec.limits.rlimits(),
             "argv": argv,
             "env": _worker_env("/tmp", {"LD_LIBRARY_PATH": "/ipt/python/lib"}),
-            "uid": grading_uid(),
+            "uid": None if template else grading_uid(),  # a template leases no uid: each grading it serves does
             "loopback": spec.loopback and not template,
             "shm": spec.shm,
             "template": template,
@@ -294,6 +296,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
             os.setuid(uid)
             import ctypes
             ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            jail.clear_keyrings()
 
     env = _worker_env(workdir, {"LD_LIBRARY_PATH": str(prefix / "lib")})
     proc = subprocess.Popen(argv, cwd=workdir, env=env, preexec_fn=confine, **common)
@@ -380,8 +383,9 @@ _remote_lock = threading.Lock()
 
 def template_key(spec: SandboxSpec) -> str:
     """What a template fixes for every grading it serves: the lab, its denied modules and its preloads (so its
-    site folder and sys.modules). The rest (limits, uid, loopback, /dev/shm, /tmp) each grading sets anew."""
-    return json.dumps([spec.lab, sorted(spec.deny_modules), list(spec.preload)])
+    site folder and sys.modules), and whether /dev/shm exists (a mount point in its root). The rest (limits,
+    uid, loopback, the contents of /tmp and /dev/shm) each grading sets anew."""
+    return json.dumps([spec.lab, sorted(spec.deny_modules), list(spec.preload), spec.shm])
 
 
 def start_template(spec: SandboxSpec, timeout: float = 180) -> bool:
@@ -448,6 +452,12 @@ def _stop_templates() -> None:
             os.unlink(path)
 
 
+def add_remote_cpu(seconds: float) -> None:
+    global _remote_cpu
+    with _remote_lock:
+        _remote_cpu += seconds
+
+
 def remote_cpu_seconds() -> float:
     """CPU seconds of every zygote a template forked for this process, reported when the zygote closed:
     add it to RUSAGE_CHILDREN to count a grading's whole CPU (p0fork does). A template's own start-up
@@ -466,13 +476,11 @@ class _FromTemplate:
     def finish(self, timeout: float = 10) -> None:
         """After the control socket closed: pid 1 exits, C reports its CPU and exits. Killed if it lingers."""
         import select
-        global _remote_cpu
         ready, _, _ = select.select([self.status], [], [], timeout)
         text = os.read(self.status, 64) if ready else b""
         os.close(self.status)
         try:
-            with _remote_lock:
-                _remote_cpu += float(text)
+            add_remote_cpu(float(text))
         except ValueError:
             for pid in _children(self.pid) + [self.pid]:
                 try:

@@ -305,11 +305,11 @@ def _grading_zygote(wire, request, fds, environ):
         pid = os.fork()
         if pid == 0:
             os.close(4)
-            ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: C gone, the grading goes
             jail.grading_proc()
             os.chdir("/tmp")
             jail.set_limits(request["limits"])
             jail.drop_privileges(int(request["uid"]))
+            ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: C gone, the grading goes (after setuid, which clears it)
             os.environ.clear()
             os.environ.update(environ)
             if "torch._inductor.runtime.cache_dir_utils" in sys.modules:  # as its import does, for this uid

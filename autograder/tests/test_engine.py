@@ -152,12 +152,21 @@ def rank_one(sub, port, timeout):
 '''
 
 
-def test_referee_rank_runs_a_lab_role_at_its_seat():
+@pytest.mark.parametrize("start", ["afresh", "from_a_template"])
+def test_referee_rank_runs_a_lab_role_at_its_seat(start):
     """The engine's referee rank (`autograder/engine/referee.py`) sits at one seat of a gloo world beside ranks in P1,
     serves the world's store and runs a lab's role there (here lab09's, which replays a script: send P0's array,
     record what comes back); P0 reads the record case by case (None: a case never recorded) and refuses roles
-    outside the course's labs or outside the referee's own modules."""
+    outside the course's labs or outside the referee's own modules. Its zygote runs in the sandbox's network
+    namespace only, under the peer uid with no_new_privs, whether started afresh or forked from a template
+    (referee.start_template: the imports once per batch), and a templated one's CPU is counted."""
+    from autograder.engine import referee as engine_referee
     from autograder.engine.referee import Referee
+    if start == "from_a_template":
+        if os.geteuid() != 0:
+            pytest.skip("a referee template forks its zygotes as root")
+        assert engine_referee.start_template(["autograder.labs.lab09.referee"])
+    cpu = sandbox.remote_cpu_seconds()
     with pytest.raises(ValueError):
         Referee(None, ["os"], "lab00-referee", "lab00.scenarios:ready")
     spec = sandbox.SandboxSpec("lab00", (), sandbox.Limits(memory_mb=6144), loopback=True)
@@ -175,6 +184,16 @@ def test_referee_rank_runs_a_lab_role_at_its_seat():
             recorded = started.finish(10.0)
         finally:
             started.close()
+        assert isinstance(referee.proc, engine_referee._Forked) == (start == "from_a_template")
+        status = Path(f"/proc/{referee.proc.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines())
+        uid = sandbox.peer_uid() if sandbox.peer_uid() is not None else os.getuid()
+        assert int(fields["Uid"].split()[0]) == uid and (uid == os.getuid() or fields["NoNewPrivs"].strip() == "1"), status
+        if student.net_pid is not None:
+            assert os.readlink(f"/proc/{referee.proc.pid}/ns/net") == os.readlink(f"/proc/{student.net_pid}/ns/net")
+            assert os.readlink(f"/proc/{referee.proc.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    if start == "from_a_template":
+        assert sandbox.remote_cpu_seconds() > cpu, "the templated referee's CPU was not counted"
     assert np.array_equal(got, x), f"rank 1 should receive the referee's array {x}, got {got}"
     assert len(recorded) == 3 and recorded[2] is None and recorded[1] == {}, recorded
     assert list(recorded[0]) == ["m0"] and np.array_equal(recorded[0]["m0"], 2 * x), f"the referee recorded {recorded[0]}"
@@ -753,3 +772,59 @@ def test_a_zygote_forked_from_a_template_is_a_fresh_sandbox():
         for key, value in afresh.items():
             assert seen[key] == value, f"{key}: afresh {value}, from the template {seen[key]}"
         assert seen["tmp"] == [] and seen["shm"] == [] and seen["pids"] == [1, 2]
+
+
+def test_each_grading_run_leases_its_own_uid_and_a_template_none():
+    """Concurrent gradings must not share a uid (per-uid limits such as RLIMIT_NPROC, and the per-uid keyring,
+    would then be shared between submissions). P0's fork server starts templates and forks every grading run:
+    a template leases no uid, and a forked run leases one of its own, never its parent's."""
+    if os.geteuid() != 0:
+        pytest.skip("uids are leased by root")
+    spec = sandbox.SandboxSpec("lab00", ("torch",), level="namespaces")
+    if sandbox.resolve_level("auto") == "namespaces":
+        leased = sandbox._uid_pid == os.getpid()
+        sandbox.start_template(spec)
+        assert leased or sandbox._uid_pid != os.getpid(), "starting a template leased a uid in its starter"
+    mine = sandbox.grading_uid()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, str(sandbox.grading_uid()).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    theirs = int(os.read(read, 64))
+    os.close(read)
+    assert theirs != mine, f"a forked grading run took its parent's uid {mine}"
+
+
+KEYRING = """
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def add_key(sub):
+    return _libc.syscall(248, b"user", b"ipt-left", b"from an earlier grading", 23, -4)  # add_key to @u
+
+
+def find_key(sub):
+    found = _libc.syscall(250, 10, -4, b"user", b"ipt-left", 0)  # KEYCTL_SEARCH in @u
+    return found if found >= 0 else -ctypes.get_errno()
+"""
+
+
+def test_a_uid_keyring_is_empty_when_a_grading_starts():
+    """The kernel's user keyring belongs to a uid, not to a process: a key one grading adds would still be there for
+    the next grading under the same uid (gradings reuse leased uids), unless the sandbox empties it first."""
+    import platform
+    if platform.machine() != "x86_64":
+        pytest.skip("keyctl syscall numbers here are x86-64's")
+    spec = sandbox.SandboxSpec("lab00", ("torch",))
+    with Student(spec, [("setup", "x = 1")], scenarios={"lab00": KEYRING}) as student:
+        if student.level == "rlimits":
+            pytest.skip("level rlimits keeps the grader's own uid")
+        if student.run("add_key") < 0:
+            pytest.skip("this kernel refuses keys here")
+        assert student.run("find_key") > 0
+    with Student(spec, [("setup", "x = 1")], scenarios={"lab00": KEYRING}) as student:
+        assert student.run("find_key") < 0, "a key left by an earlier grading under this uid was found"
