@@ -200,7 +200,7 @@ def serve() -> None:
                 pass
         if job.get("template"):  # the lab's warm start for its student zygotes (level namespaces)
             from autograder.engine import sandbox
-            sandbox.start_template(sandbox.SandboxSpec(**job["template"]))
+            sandbox.start_template(sandbox.spec_of(job["template"]))
         if job.get("referee"):  # and of its referee ranks' zygotes (lab.toml referee_roles)
             from autograder.engine import referee
             referee.start_template(job["referee"])
@@ -244,8 +244,8 @@ class Server:
             preload: tuple[str, ...] = (), template: dict | None = None, referee: list[str] | None = None) -> int | None:
         """pytest.main(args) in a fresh child, in `env` (default: the server's); its exit status, or None when
         it ran past `timeout` (killed). `preload`: modules the server imports first (once), so that this run
-        and every later one starts with them imported. `template`: the SandboxSpec fields (lab, deny_modules,
-        preload, level) of the student zygotes this run will start: the server starts that lab's template
+        and every later one starts with them imported. `template`: the grading job (sandbox.spec_of reads the
+        student zygotes' sandbox from it) of this run: the server starts that lab's template
         once (sandbox.start_template), and the run's zygotes are forked from it. `referee`: the role modules of
         the lab's referee ranks, for the same with referee.start_template."""
         rc = log + ".rc"

@@ -58,9 +58,7 @@ def part_of(item) -> str:
 @pytest.fixture(scope="module")
 def student():
     """A fresh student process for this test module (= one part)."""
-    limits = sandbox.Limits(**_job.get("limits", {}))
-    spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"),
-                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)), bool(_job.get("shm", False)))
+    spec = sandbox.spec_of(_job)
     handle = Student(spec, [tuple(c) for c in _job["cells"]], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
                      module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
                      skipped=_session["skipped"],  # a cell that broke loading once is skipped in later parts
@@ -82,9 +80,7 @@ def clean_room():
     for running an artifact the learner produced (generated C or Python source) on inputs P0 chooses,
     where nothing of the learner's Python has run first. `clean_room.run("labNN.scenarios:fn", ...)`
     calls `fn(empty_module, ...)`."""
-    limits = sandbox.Limits(**_job.get("limits", {}))
-    spec = sandbox.SandboxSpec(_job["lab"], tuple(_job.get("deny_modules", ())), limits, _job.get("sandbox", "auto"),
-                               tuple(_job.get("preload", ())), bool(_job.get("loopback", False)), bool(_job.get("shm", False)))
+    spec = sandbox.spec_of(_job)
     handle = Student(spec, [], scenarios=_job["scenarios"], call_timeout=_job.get("call_timeout", 10),
                      module_budget=_job.get("module_budget", 120), load_timeout=_job.get("load_timeout", 30),
                      skipped={}, zygote=_zygote(spec))

@@ -95,6 +95,14 @@ class SandboxSpec:
     shm: bool = False  # level namespaces: a private, writable /dev/shm (POSIX semaphores and shared memory: multiprocessing)
 
 
+def spec_of(job: dict) -> SandboxSpec:
+    """The sandbox a grading job asks for (pipeline.run_graders writes the job; the plugin and the fork server's
+    template read it through here, so that both name the same template_key)."""
+    return SandboxSpec(job["lab"], tuple(job.get("deny_modules", ())), Limits(**job.get("limits", {})),
+                       job.get("sandbox", "auto"), tuple(job.get("preload", ())), bool(job.get("loopback", False)),
+                       bool(job.get("shm", False)))
+
+
 def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
