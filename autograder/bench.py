@@ -5,6 +5,11 @@ medians reported. Prints, per lab: wall and CPU seconds per submission (CPU of t
 student processes included), `time ratio ours/nbgrader: X.XX`, batch throughput at -j1 and -j2, the
 projected time for a class of 200 at -j2, and the confinement overhead per test module; then a table
 over all labs benchmarked.
+
+Once per batch, P0's fork server starts each lab's templates (engine/sandbox.py start_template and
+engine/referee.py start_template: the student zygote's and the referee's imports, 0.1-4 s of CPU). That start-up
+belongs to the batch, not to a submission, so the per-submission CPU leaves it out; it reaches this process's
+RUSAGE_CHILDREN when the server exits. `IPT_TEMPLATE=0` measures the gradings without templates.
 """
 from __future__ import annotations
 

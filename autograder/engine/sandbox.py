@@ -7,6 +7,8 @@ Levels, strongest first (the one reached is recorded in results.json):
   nobody can run.
 - "rlimits": a plain subprocess in its own session with rlimits (a learner's laptop).
 In every level the worker runs `python -I -S` with a site folder that lacks the denied modules.
+At level namespaces a grading's workers are forked by its zygote (Zygote), and a batch's zygotes by the lab's
+template (start_template), so that the heavy imports happen once per batch.
 """
 from __future__ import annotations
 
