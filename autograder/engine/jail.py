@@ -127,13 +127,20 @@ def drop_privileges(uid=NOBODY):
 
 
 def clear_keyrings():
-    """Empty the uid's user and user-session keyrings: they belong to the uid, not to a process, so keys that an
-    earlier grading under the same uid added would otherwise still be there for this one to read."""
-    keyctl, clear = 250, 7  # SYS_keyctl (x86-64), KEYCTL_CLEAR
-    if os.uname().machine != "x86_64":
+    """A fresh start in the kernel's keyrings, as the grading's uid. The user, user-session and persistent keyrings
+    belong to the uid, not to a process, so keys that an earlier grading under the same uid left there would still
+    be readable: they are emptied. The session keyring is inherited across setuid (P0's, where its service manager
+    gave it one, would be shared by every grading): the process joins a new, empty one."""
+    keyctl = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    if keyctl is None:
         return
-    for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
-        _libc.syscall(keyctl, clear, keyring)
+    join_session, clear, get_persistent = 1, 7, 22
+    user, user_session, session = -4, -5, -3
+    _libc.syscall(keyctl, join_session, None)
+    persistent = _libc.syscall(keyctl, get_persistent, ctypes.c_long(-1), ctypes.c_long(session))
+    for keyring in (user, user_session, persistent):
+        if keyring != -1:
+            _libc.syscall(keyctl, clear, ctypes.c_long(keyring))
 
 
 def main():

@@ -212,7 +212,11 @@ def serve() -> None:
             _child(job)
         print(json.dumps({"pid": pid}), file=_replies, flush=True)
         _reap(block=False)
-    _reap(block=True)   # so the CPU of every run counts in the rusage of whoever waits for this server
+    for name in ("sandbox", "referee"):  # the templates end when told (their stdin closes); then every child is reaped
+        module = sys.modules.get(f"autograder.engine.{name}")
+        if module is not None:
+            module._stop_templates()
+    _reap(block=True)   # so the CPU of every run (and template) counts in the rusage of whoever waits for this server
 
 
 def _reap(block: bool) -> None:

@@ -215,25 +215,27 @@ def template(modules: list[str], listen_fd: int) -> None:
 
 
 def _referee_child(request: dict, fds: list[int]) -> None:
-    """C of template(): R as its child, then R's CPU to P0."""
+    """C of template(): R as its child; once R has ended, whatever R left running is killed and reaped (C is a
+    subreaper), and the CPU of all of it goes to P0."""
     import ctypes
+    import resource
     code = 70
     try:
-        requests, replies, status, netns = fds
-        for i, fd in enumerate((requests, replies, status, netns)):
+        libc = ctypes.CDLL(None, use_errno=True)
+        for i, fd in enumerate(fds):  # requests, replies, status, netns -> 3, 4, 5, 6 (received fds are all above 2)
             os.dup2(fd, 3 + i)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # not the template's pipes
+            os.dup2(null, fd)
         os.closerange(7, 65536)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the worlds R leaves behind become C's
         pid = os.fork()
         if pid == 0:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: C gone, R goes
             if libc.setns(6, 0x40000000) != 0:  # CLONE_NEWNET: the sandbox's network, nothing else of it
                 raise OSError(ctypes.get_errno(), "setns")
             os.setsid()
             os.dup2(3, 0)
             os.dup2(4, 1)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 2)
             os.closerange(3, 65536)
             os.chdir("/")
             if request.get("uid") is not None:
@@ -241,6 +243,7 @@ def _referee_child(request: dict, fds: list[int]) -> None:
                 os.setgid(int(request["uid"]))
                 os.setuid(int(request["uid"]))
                 libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL (after setuid, which clears it): C gone, R goes
             sys.stdin = open(0, closefd=False)
             sys.stdout = open(1, "w", buffering=1, closefd=False)
             serve()
@@ -248,7 +251,23 @@ def _referee_child(request: dict, fds: list[int]) -> None:
         for fd in (3, 4, 6):
             os.close(fd)
         os.write(5, f"pid {pid}\n".encode())
-        _, _, usage = os.wait4(pid, 0)
+        os.waitpid(pid, 0)
+        while True:  # R's worlds still running: C's children now, so their pids cannot be reused meanwhile
+            try:
+                with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+                    left = [int(p) for p in f.read().split()]
+            except OSError:
+                left = []
+            for child in left:
+                try:
+                    os.kill(child, 9)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         os.write(5, f"cpu {usage.ru_utime + usage.ru_stime:.6f}\n".encode())
         code = 0
     finally:
@@ -277,8 +296,7 @@ def start_template(roles: list[str], timeout: float = 120) -> bool:
     _templates[key] = None
     if os.geteuid() != 0 or not all(m.startswith(TRUSTED) and ":" not in m for m in roles):
         return False
-    folder = build_dir("sandbox", "templates")
-    folder.chmod(0o700)
+    folder = sandbox.template_folder()
     path = str(folder / f"{os.getpid()}-referee-{hashlib.sha256(repr(key).encode()).hexdigest()[:12]}.sock")
     if os.path.exists(path):
         os.unlink(path)
@@ -325,15 +343,17 @@ def _stop_templates() -> None:
 
 
 class _Forked:
-    """A referee zygote R forked by a template, with the parts of Popen's interface `Referee` uses."""
+    """A referee zygote R forked by a template, with the parts of Popen's interface `Referee` uses. P0 never
+    signals it by pid (C reaps it, so its pid could be another process's by then): closing its stdin ends R's
+    loop, and C kills and reaps what R left."""
 
-    def __init__(self, stdin, stdout, status: int):
-        self.stdin, self.stdout, self.status = stdin, stdout, status
-        self._buffer = b""
+    def __init__(self, requests: int, replies: int, status: int):
+        self.status, self._buffer = status, b""
         line = self._line(30)
         if not line.startswith("pid "):
             raise OSError("the referee template did not start a zygote")
         self.pid = int(line.split()[1])
+        self.stdin, self.stdout = os.fdopen(requests, "w"), os.fdopen(replies, "r")
 
     def _line(self, timeout: float) -> str:
         import select
@@ -351,7 +371,7 @@ class _Forked:
         return None if _alive(self.pid) else 0
 
     def wait(self, timeout: float = 10) -> int:
-        """After killpg: C reports R's CPU once R has ended."""
+        """After its stdin closed: C reports the CPU of R and of what it left, once all of it has ended."""
         from autograder.engine import sandbox
         line = self._line(timeout)
         os.close(self.status)
@@ -380,7 +400,10 @@ def _from_template(roles: list[str], net_pid: int | None, uid: int | None):
             conn.connect(path)
             socket.send_fds(conn, [json.dumps({"uid": uid}).encode()], theirs)
             json.loads(conn.recv(4096))["pid"]
-        forked = _Forked(os.fdopen(pipes[0][1], "w"), os.fdopen(pipes[1][0], "r"), pipes[2][0])
+            for fd in theirs:  # R's ends: its stdin reaches EOF when P0 closes the only writer left
+                os.close(fd)
+            theirs = []
+        forked = _Forked(pipes[0][1], pipes[1][0], pipes[2][0])
     except (OSError, ValueError, KeyError, TypeError):
         for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
             try:
@@ -468,11 +491,13 @@ class Referee:
                 self.proc.stdin.close()
             except OSError:
                 pass
-            try:
-                os.killpg(self.proc.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if not isinstance(self.proc, _Forked):  # a forked one ends with its stdin; its parent cleans up
+                try:
+                    os.killpg(self.proc.pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
             self.proc.wait()
+            self.proc.stdout.close()
             self.proc = None
 
     def __enter__(self) -> Referee:

@@ -281,8 +281,11 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
         cmd = ["unshare", *namespaces, "--fork", "--kill-child", "--",
                str(exe), "-I", "-S", "-B", str(ENGINE_DIR / "jail.py"), json.dumps(plan)]
         if template:  # its stdin is the pipe whose end tells it to stop; its stderr goes to a log
-            common.update(stdin=subprocess.PIPE, stderr=open(build_dir("sandbox", "templates") / "template.log", "ab"))
-        proc = subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
+            with open(build_dir("sandbox", "templates") / "template.log", "ab") as log:
+                proc = subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                                        **{**common, "stdin": subprocess.PIPE, "stderr": log})
+        else:
+            proc = subprocess.Popen(cmd, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, **common)
         _live.add(proc.pid)
         return proc
 
@@ -419,11 +422,21 @@ def start_template(spec: SandboxSpec, timeout: float = 180) -> bool:
     return _templates[key] is not None
 
 
+def template_folder() -> Path:
+    """Where templates listen: P0 (root) alone may enter it. Sockets of starters that are gone are removed."""
+    folder = build_dir("sandbox", "templates")
+    folder.chmod(0o700)
+    for entry in folder.glob("*.sock"):
+        starter = entry.name.split("-", 1)[0]
+        if starter.isdigit() and not os.path.exists(f"/proc/{starter}"):
+            entry.unlink(missing_ok=True)
+    return folder
+
+
 def _start_template(spec: SandboxSpec, timeout: float) -> str | None:
     import select
     import socket
-    folder = build_dir("sandbox", "templates")
-    folder.chmod(0o700)  # P0 (root) alone may ask a template for a zygote
+    folder = template_folder()
     path = str(folder / f"{os.getpid()}-{hashlib.sha256(template_key(spec).encode()).hexdigest()[:12]}.sock")
     if os.path.exists(path):
         os.unlink(path)

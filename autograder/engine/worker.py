@@ -286,6 +286,17 @@ def template(wire, listen_fd, preload):
             conn.close()
 
 
+def _fresh_process_state():
+    """What a zygote started afresh draws at start-up and a forked one would share with every other grading of its
+    template: numpy's global generator (seeded from the OS at import) and multiprocessing's authkey. (Python's
+    `random` reseeds itself in every forked child.)"""
+    import os
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if "multiprocessing" in sys.modules:
+        sys.modules["multiprocessing"].current_process().authkey = os.urandom(32)
+
+
 def _grading_zygote(wire, request, fds, environ):
     """C of template(): one grading's namespaces, and its zygote as pid 1 of them."""
     import os
@@ -314,6 +325,7 @@ def _grading_zygote(wire, request, fds, environ):
             os.environ.update(environ)
             if "torch._inductor.runtime.cache_dir_utils" in sys.modules:  # as its import does, for this uid
                 sys.modules["torch._inductor.runtime.cache_dir_utils"].cache_dir()
+            _fresh_process_state()
             zygote(wire, 3, [])
             os._exit(0)
         os.close(3)

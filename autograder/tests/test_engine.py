@@ -310,11 +310,12 @@ def test_the_warm_p0_grades_exactly_as_a_fresh_pytest_process(toy, tmp_path, mon
     cells = {"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]",
              "add_impl": "def add(a, b):\n    while True:\n        pass"}
     runs = {}
-    for mode in ("0", "1"):
+    for mode, template in (("0", "1"), ("1", "1"), ("1", "0")):  # and with or without the lab's template
         monkeypatch.setenv("IPT_P0_FORK", mode)
-        result, _, _ = graded(toy, tmp_path, f"mode{mode}", cells=cells)
-        runs[mode] = [(p.id, p.score, p.failures) for p in result.parts]
-    assert runs["0"] == runs["1"]
+        monkeypatch.setenv("IPT_TEMPLATE", template)
+        result, _, _ = graded(toy, tmp_path, f"mode{mode}{template}", cells=cells)
+        runs[mode + template] = [(p.id, p.score, p.failures) for p in result.parts]
+    assert runs["01"] == runs["11"] == runs["10"]
     env = dict(os.environ)
     one, two = (p0fork.server_for({**env, "PYTEST_CURRENT_TEST": name}) for name in ("a (call)", "b (call)"))
     assert one is not None, "the P0 server should start on Linux"
@@ -828,3 +829,22 @@ def test_a_uid_keyring_is_empty_when_a_grading_starts():
         assert student.run("find_key") > 0
     with Student(spec, [("setup", "x = 1")], scenarios={"lab00": KEYRING}) as student:
         assert student.run("find_key") < 0, "a key left by an earlier grading under this uid was found"
+
+
+def test_a_fork_server_with_templates_stops_them_and_exits_when_closed(toy, tmp_path):
+    """The fork server starts a lab's templates (its children) for the gradings it forks; when its caller closes it,
+    it stops them and exits at once (it used to wait for them forever, and was killed after 5 s)."""
+    if sandbox.resolve_level("auto") != "namespaces":
+        pytest.skip("templates serve level namespaces only")
+    server = p0fork.Server({**os.environ, "PYTHONHASHSEED": "0"})
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    job = {"lab": "lab00", "deny_modules": ["torch"], "sandbox": "auto", "preload": [], "limits": {}}
+    code = server.run(["-q", "-p", "no:cacheprovider", str(tmp_path / "test_nothing.py")], str(tmp_path),
+                      str(tmp_path / "log"), timeout=60, template=job)
+    assert code == 0
+    children = [int(c) for c in Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()]
+    assert children, "the server started no template"
+    started = time.monotonic()
+    server.close()
+    assert server.proc.returncode == 0 and time.monotonic() - started < 4, "the server was killed, not closed"
+    assert not [c for c in children if Path(f"/proc/{c}").exists()], "a template outlived its server"
