@@ -132,6 +132,7 @@ def main(modules: list[str]) -> None:
 
 def serve() -> None:
     """The zygote's loop: one child per world, on request."""
+    from autograder.engine import forkserve
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     for line in sys.stdin:
         command, _, jobdir = line.strip().partition(" ")
@@ -151,13 +152,7 @@ def serve() -> None:
             finally:
                 os._exit(code)
         print(f"pid {pid}", flush=True)
-        while True:  # reap finished children without blocking
-            try:
-                done, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if not done:
-                break
+        forkserve.reap_finished()
 
 
 # -- a referee template: the imports once per batch --------------------------------------------------
@@ -170,48 +165,12 @@ def template(modules: list[str], listen_fd: int) -> None:
     no_new_privs, exactly as trusted_peer's confine does, and runs `serve()` on the two pipes P0 passed: the
     process `python -m autograder.engine.referee MODULE...` would be, without its 2-3 s of imports. C writes
     "pid R" and, once R has ended, "cpu SECONDS" (R's and what it reaped) to P0's status pipe."""
-    import select
     import socket
-    import struct
+    from autograder.engine import forkserve
     _imports(modules)
     listener = socket.socket(fileno=listen_fd)
     print("ready", flush=True)
-    while True:
-        while True:
-            try:
-                done, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if not done:
-                break
-        ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
-        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
-            os._exit(0)
-        if listener not in ready:
-            continue
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            continue
-        fds = []
-        try:
-            conn.settimeout(5)
-            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
-            message, fds, _, _ = socket.recv_fds(conn, 65536, 4)
-            request = json.loads(message)
-            if uid != 0 or len(fds) != 4:
-                continue
-            pid = os.fork()
-            if pid == 0:
-                listener.detach(), conn.detach()
-                _referee_child(request, fds)
-            conn.send(json.dumps({"pid": pid}).encode())
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        finally:
-            for fd in fds:
-                os.close(fd)
-            conn.close()
+    forkserve.serve(listener, 4, lambda request: True, _referee_child)
 
 
 def _referee_child(request: dict, fds: list[int]) -> None:
@@ -282,10 +241,7 @@ _template_owner = os.getpid()
 def start_template(roles: list[str], timeout: float = 120) -> bool:
     """Start (once per process, per set of role modules) a referee template (see template()); called by P0's
     fork server before it forks a grading run of a lab whose lab.toml names `referee_roles`."""
-    import select
-    import socket
     from autograder.engine import sandbox
-    from autograder.paths import build_dir
     global _template_owner
     key = tuple(roles)
     if _template_owner != os.getpid():
@@ -296,50 +252,24 @@ def start_template(roles: list[str], timeout: float = 120) -> bool:
     _templates[key] = None
     if os.geteuid() != 0 or not all(m.startswith(TRUSTED) and ":" not in m for m in roles):
         return False
-    folder = sandbox.template_folder()
-    path = str(folder / f"{os.getpid()}-referee-{hashlib.sha256(repr(key).encode()).hexdigest()[:12]}.sock")
-    if os.path.exists(path):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+    def launch(fd: int) -> subprocess.Popen:  # the interpreter and environment a referee gets, but root: its children drop the uid
+        argv, env, _ = sandbox.trusted_peer(["-m", "autograder.engine.referee", "--template", "--fd", str(fd), *roles], None)
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=env, cwd="/", pass_fds=(fd,), start_new_session=True)
     try:
-        listener.bind(path)
-        listener.listen(16)
-        # the interpreter and environment a referee gets (trusted_peer), but root: its children drop the uid
-        argv, env, _ = sandbox.trusted_peer(["-m", "autograder.engine.referee", "--template", "--fd",
-                                             str(listener.fileno()), *roles], None)
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env=env, cwd="/", pass_fds=(listener.fileno(),), start_new_session=True)
+        name = "referee-" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+        _templates[key] = sandbox.run_template(name, launch, _template_procs, timeout)
     except OSError:
-        return False
-    finally:
-        listener.close()
-    _template_procs.append(proc)
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready or proc.stdout.readline().strip() != b"ready":
-        proc.kill()
-        proc.wait()
-        return False
-    _templates[key] = path
-    return True
+        pass
+    return _templates[key] is not None
 
 
 @atexit.register
 def _stop_templates() -> None:
-    if _template_owner != os.getpid():
-        return
-    for proc in _template_procs:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-    for proc in _template_procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    for path in _templates.values():
-        if path and os.path.exists(path):
-            os.unlink(path)
+    from autograder.engine import sandbox
+    if _template_owner == os.getpid():
+        sandbox.stop_templates(_template_procs, list(_templates.values()))
 
 
 class _Forked:

@@ -434,20 +434,27 @@ def template_folder() -> Path:
 
 
 def _start_template(spec: SandboxSpec, timeout: float) -> str | None:
+    name = hashlib.sha256(template_key(spec).encode()).hexdigest()[:12]
+    return run_template(name, lambda fd: launch(spec, fds=(fd,), template=True), _template_procs, timeout)
+
+
+def run_template(name: str, start, procs: list[subprocess.Popen], timeout: float) -> str | None:
+    """Start a template listening on a socket of its own in template_folder(): `start(fd)` starts it (a Popen with
+    stdin and stdout pipes) with the listening socket `fd`; it answers "ready" once its imports are done. Returns
+    the socket's path, or None (stopped) if it did not answer within `timeout`. The process joins `procs`."""
     import select
     import socket
-    folder = template_folder()
-    path = str(folder / f"{os.getpid()}-{hashlib.sha256(template_key(spec).encode()).hexdigest()[:12]}.sock")
+    path = str(template_folder() / f"{os.getpid()}-{name}.sock")
     if os.path.exists(path):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         listener.bind(path)
         listener.listen(16)
-        proc = launch(spec, fds=(listener.fileno(),), template=True)
+        proc = start(listener.fileno())
     finally:
         listener.close()
-    _template_procs.append(proc)
+    procs.append(proc)
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     if not ready or proc.stdout.readline().strip() != b"ready":
         terminate(proc)
@@ -457,20 +464,24 @@ def _start_template(spec: SandboxSpec, timeout: float) -> str | None:
 
 @atexit.register
 def _stop_templates() -> None:
-    """Each template ends when its stdin closes (and `unshare` with it); this process then reaps them."""
-    if _template_owner != os.getpid():
-        return
-    for proc in _template_procs:
+    if _template_owner == os.getpid():
+        stop_templates(_template_procs, list(_templates.values()))
+
+
+def stop_templates(procs: list[subprocess.Popen], paths: list[str | None]) -> None:
+    """Each template ends when its stdin closes (and `unshare` with it, for a sandbox template); its starter then
+    reaps it and removes its socket."""
+    for proc in procs:
         try:
             proc.stdin.close()
         except OSError:
             pass
-    for proc in _template_procs:
+    for proc in procs:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             terminate(proc)
-    for path in _templates.values():
+    for path in paths:
         if path and os.path.exists(path):
             os.unlink(path)
 

@@ -231,13 +231,11 @@ def template(wire, listen_fd, preload):
       and no_new_privs, and runs zygote() on the control socket;
     - and waits for it, then writes its CPU seconds (pid 1's and every process it reaped) to the pipe.
     The reply names C's host pid. The template ends when its stdin (a pipe from the server) closes."""
-    import gc
     import importlib
     import os
-    import select
     import socket
-    import struct
 
+    import forkserve  # noqa: E402 - beside this file, in engine_dir
     environ = dict(os.environ)  # the worker's; imports add to it (torch: TORCHINDUCTOR_CACHE_DIR, for uid 0)
     for name in preload:
         try:
@@ -247,43 +245,10 @@ def template(wire, listen_fd, preload):
     listener = socket.socket(fileno=listen_fd)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    while True:
-        while True:  # reap finished gradings
-            try:
-                done, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if done == 0:
-                break
-        ready, _, _ = select.select([listener, 0], [], [], 1.0)
-        if 0 in ready and not os.read(0, 1):
-            os._exit(0)
-        if listener not in ready:
-            continue
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            continue
-        fds = []
-        try:
-            conn.settimeout(5)
-            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
-            message, fds, _, _ = socket.recv_fds(conn, 65536, 2)
-            request = json.loads(message)
-            if uid != 0 or len(fds) != 2 or int(request["uid"]) < 1000:
-                continue  # only P0 (root) asks, and a grading never runs as a privileged uid
-            gc.freeze()
-            pid = os.fork()
-            if pid == 0:
-                listener.detach(), conn.detach()
-                _grading_zygote(wire, request, fds, environ)
-            conn.send(json.dumps({"pid": pid}).encode())
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        finally:
-            for fd in fds:
-                os.close(fd)
-            conn.close()
+
+    def valid(request):  # a grading never runs as a privileged uid
+        return isinstance(request.get("uid"), int) and request["uid"] >= 1000
+    forkserve.serve(listener, 2, valid, lambda request, fds: _grading_zygote(wire, request, fds, environ))
 
 
 def _fresh_process_state():
