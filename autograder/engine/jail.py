@@ -53,11 +53,10 @@ def build_root(root, plan):
     for dev in ("null", "zero", "urandom", "random"):
         open(f"{root}/dev/{dev}", "a").close()
         _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
-    if plan.get("template") and plan.get("shm"):  # each grading's zygote mounts its own /dev/shm here (grading_mounts)
+    if plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
         os.makedirs(f"{root}/dev/shm", exist_ok=True)
-    elif plan.get("shm"):  # lab.toml shm = true: multiprocessing's locks and queues need POSIX semaphores here
-        os.makedirs(f"{root}/dev/shm", exist_ok=True)
-        _mount("tmpfs", f"{root}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
+        if not plan.get("template"):  # a template's gradings mount their own (grading_mounts)
+            _mount("tmpfs", f"{root}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={plan['tmp_mb']}m,mode=1777")
     os.makedirs(f"{root}/proc", exist_ok=True)
     _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV)
     os.makedirs(f"{root}/tmp", exist_ok=True)
@@ -117,13 +116,15 @@ def set_limits(limits):
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def drop_privileges(uid=NOBODY):
+def drop_privileges(uid=NOBODY, keyrings=True):
+    """Become `uid` for good: no supplementary groups, no_new_privs, and (for a sandbox) fresh keyrings."""
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    clear_keyrings()
+    if keyrings:
+        clear_keyrings()
 
 
 def clear_keyrings():

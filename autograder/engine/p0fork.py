@@ -137,11 +137,10 @@ def _learn() -> None:
 
 def _templates_for(job: dict) -> None:
     """A run uses the server's templates that its job asked for, and no others (IPT_TEMPLATE=0 turns them off)."""
-    sandbox, referee = (sys.modules.get(f"autograder.engine.{m}") for m in ("sandbox", "referee"))
-    if sandbox is not None and not job.get("template"):
-        sandbox._templates.clear()
-    if referee is not None and not job.get("referee"):
-        referee._templates.clear()
+    for name, key in (("sandbox", "template"), ("referee", "referee")):
+        module = sys.modules.get(f"autograder.engine.{name}")
+        if module is not None and not job.get(key):
+            module.forget_templates()
 
 
 def _child(job: dict) -> None:
@@ -215,7 +214,7 @@ def serve() -> None:
     for name in ("sandbox", "referee"):  # the templates end when told (their stdin closes); then every child is reaped
         module = sys.modules.get(f"autograder.engine.{name}")
         if module is not None:
-            module._stop_templates()
+            module.stop_own_templates()
     _reap(block=True)   # so the CPU of every run (and template) counts in the rusage of whoever waits for this server
 
 

@@ -152,8 +152,7 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
         log = workdir / "pytest.log"
         try:
             preload = (*job["preload"], *settings.get("grader_preload", []))
-            sandbox_fields = ("lab", "deny_modules", "limits", "sandbox", "preload", "loopback", "shm")  # sandbox.spec_of's
-            template = {k: job[k] for k in sandbox_fields} if options.sandbox in ("auto", "namespaces") and os.environ.get("IPT_TEMPLATE", "1") != "0" else None
+            template = {k: job[k] for k in sandbox.SPEC_FIELDS} if options.sandbox in ("auto", "namespaces") and os.environ.get("IPT_TEMPLATE", "1") != "0" else None
             referee = settings.get("referee_roles") if template else None
             code = server.run(cmd[3:], str(workdir), str(log), limit, env, preload, template, referee)
         except OSError:

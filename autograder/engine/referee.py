@@ -178,6 +178,7 @@ def _referee_child(request: dict, fds: list[int]) -> None:
     subreaper), and the CPU of all of it goes to P0."""
     import ctypes
     import resource
+    from autograder.engine import jail, sandbox
     code = 70
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -198,10 +199,7 @@ def _referee_child(request: dict, fds: list[int]) -> None:
             os.closerange(3, 65536)
             os.chdir("/")
             if request.get("uid") is not None:
-                os.setgroups([])
-                os.setgid(int(request["uid"]))
-                os.setuid(int(request["uid"]))
-                libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+                jail.drop_privileges(int(request["uid"]), keyrings=False)  # as trusted_peer's confine does
             libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL (after setuid, which clears it): C gone, R goes
             sys.stdin = open(0, closefd=False)
             sys.stdout = open(1, "w", buffering=1, closefd=False)
@@ -212,12 +210,7 @@ def _referee_child(request: dict, fds: list[int]) -> None:
         os.write(5, f"pid {pid}\n".encode())
         os.waitpid(pid, 0)
         while True:  # R's worlds still running: C's children now, so their pids cannot be reused meanwhile
-            try:
-                with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-                    left = [int(p) for p in f.read().split()]
-            except OSError:
-                left = []
-            for child in left:
+            for child in sandbox.children_of(os.getpid()):
                 try:
                     os.kill(child, 9)
                 except ProcessLookupError:
@@ -265,8 +258,13 @@ def start_template(roles: list[str], timeout: float = 120) -> bool:
     return _templates[key] is not None
 
 
+def forget_templates() -> None:
+    """This process (a forked grading run) starts its referees afresh, not from its parent's templates."""
+    _templates.clear()
+
+
 @atexit.register
-def _stop_templates() -> None:
+def stop_own_templates() -> None:
     from autograder.engine import sandbox
     if _template_owner == os.getpid():
         sandbox.stop_templates(_template_procs, list(_templates.values()))

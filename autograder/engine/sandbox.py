@@ -97,6 +97,9 @@ class SandboxSpec:
     shm: bool = False  # level namespaces: a private, writable /dev/shm (POSIX semaphores and shared memory: multiprocessing)
 
 
+SPEC_FIELDS = ("lab", "deny_modules", "limits", "sandbox", "preload", "loopback", "shm")  # what spec_of reads
+
+
 def spec_of(job: dict) -> SandboxSpec:
     """The sandbox a grading job asks for (pipeline.run_graders writes the job; the plugin and the fork server's
     template read it through here, so that both name the same template_key)."""
@@ -304,12 +307,7 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
         for name, value in spec.limits.rlimits().items():
             resource.setrlimit(getattr(resource, name), (value, value))
         if drop:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            import ctypes
-            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-            jail.clear_keyrings()
+            jail.drop_privileges(uid)
 
     env = _worker_env(workdir, {"LD_LIBRARY_PATH": str(prefix / "lib")})
     proc = subprocess.Popen(argv, cwd=workdir, env=env, preexec_fn=confine, **common)
@@ -349,10 +347,7 @@ def trusted_peer(args: list[str], net_pid: int | None) -> tuple[list[str], dict[
                 raise OSError(ctypes.get_errno(), f"setns {namespace}")
             os.close(fd)
         if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            jail.drop_privileges(uid, keyrings=False)
     return [str(exe), "-s", "-B", *args], env, confine
 
 
@@ -462,8 +457,13 @@ def run_template(name: str, start, procs: list[subprocess.Popen], timeout: float
     return path
 
 
+def forget_templates() -> None:
+    """This process (a forked grading run) starts its zygotes afresh, not from its parent's templates."""
+    _templates.clear()
+
+
 @atexit.register
-def _stop_templates() -> None:
+def stop_own_templates() -> None:
     if _template_owner == os.getpid():
         stop_templates(_template_procs, list(_templates.values()))
 
@@ -516,14 +516,15 @@ class _FromTemplate:
         try:
             add_remote_cpu(float(text))
         except ValueError:
-            for pid in _children(self.pid) + [self.pid]:
+            for pid in children_of(self.pid) + [self.pid]:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
+    """The live children of process `pid`, from the host's /proc."""
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
@@ -638,15 +639,15 @@ def terminate(proc: subprocess.Popen, drain=lambda: None) -> None:
     At level namespaces the namespace's first process dies first and `unshare` reaps it and exits: its CPU
     time (and that of every worker it reaped) then reaches this process's RUSAGE_CHILDREN, where
     `make bench-grader` counts it. Killing both at once left it unaccounted."""
+    inner = children_of(proc.pid)
     try:
-        inner = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         unshare = Path(f"/proc/{proc.pid}/comm").read_text().strip() == "unshare"
     except OSError:
-        inner, unshare = [], False
+        unshare = False
     if inner and unshare:
         for pid in inner:
             try:
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         try:

@@ -148,6 +148,16 @@ def _remove_sysv_ipc():
                 remove(int(fields[1]))
 
 
+def _import_all(names):
+    """The heavy modules, imported once before any fork (one that is missing is left to whoever needs it)."""
+    import importlib
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def zygote(wire, control_fd, preload):
     """Pid 1 of the sandbox: imports the heavy modules once, then forks one worker per test module.
 
@@ -156,17 +166,12 @@ def zygote(wire, control_fd, preload):
     """
     import ctypes
     import gc
-    import importlib
     import os
     import signal
     import socket
     import time
 
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+    _import_all(preload)
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: workers cannot ptrace the zygote
     control = socket.socket(fileno=control_fd)
     control.send(b'{"ready": true}')
@@ -231,17 +236,12 @@ def template(wire, listen_fd, preload):
       and no_new_privs, and runs zygote() on the control socket;
     - and waits for it, then writes its CPU seconds (pid 1's and every process it reaped) to the pipe.
     The reply names C's host pid. The template ends when its stdin (a pipe from the server) closes."""
-    import importlib
     import os
     import socket
 
     import forkserve  # noqa: E402 - beside this file, in engine_dir
     environ = dict(os.environ)  # the worker's; imports add to it (torch: TORCHINDUCTOR_CACHE_DIR, for uid 0)
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+    _import_all(preload)
     listener = socket.socket(fileno=listen_fd)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
