@@ -56,11 +56,12 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime + p0fork.cpu_seconds()
 
 
-def time_ours(paths: LabPaths, sub: Path, i: int) -> tuple[float, float]:
-    """(wall, CPU) seconds of one grading; CPU counts every process it started and waited for."""
-    started, cpu = time.perf_counter(), _children_cpu()
+def time_ours(paths: LabPaths, sub: Path, i: int) -> tuple[float, float, float]:
+    """(wall, CPU, sandbox CPU) seconds of one grading; CPU counts every process it started and waited for,
+    sandbox CPU the part of it spent in sandboxes forked from the fork server's templates (the learner's side)."""
+    started, cpu, inside = time.perf_counter(), _children_cpu(), p0fork.sandbox_cpu_seconds()
     grade(paths, sub, build_dir("bench", "ours", f"s{i}"))
-    return time.perf_counter() - started, _children_cpu() - cpu
+    return time.perf_counter() - started, _children_cpu() - cpu, p0fork.sandbox_cpu_seconds() - inside
 
 
 def time_nbgrader(paths: LabPaths, course: Path, i: int) -> tuple[float, float]:
@@ -104,7 +105,9 @@ def bench_lab(lab: "str | LabPaths", rounds: int = 2) -> dict:
             theirs.append(time_nbgrader(paths, course, i))
     level, overhead = module_overhead(paths)
     row = {"lab": paths.lab, "subs": len(subs),
-           "ours": statistics.median(w for w, _ in ours), "ours_cpu": statistics.median(c for _, c in ours),
+           "ours": statistics.median(w for w, _, _ in ours), "ours_cpu": statistics.median(c for _, c, _ in ours),
+           "ours_cpu_mean": statistics.mean(c for _, c, _ in ours),
+           "sandbox_cpu_mean": statistics.mean(s for _, _, s in ours),
            "theirs": statistics.median(w for w, _ in theirs), "theirs_cpu": statistics.median(c for _, c in theirs),
            "j1": throughput(paths, subs, 1), "j2": throughput(paths, subs, 2)}
     row["ratio"] = row["ours"] / row["theirs"]
@@ -112,6 +115,8 @@ def bench_lab(lab: "str | LabPaths", rounds: int = 2) -> dict:
     print(f"{paths.lab}: {len(subs)} submissions x {rounds} rounds, interleaved; medians")
     print(f"seconds per submission: ours {row['ours']:.2f} wall / {row['ours_cpu']:.2f} CPU (confined, level {level}), "
           f"nbgrader autograde {row['theirs']:.2f} wall / {row['theirs_cpu']:.2f} CPU (unconfined)")
+    print(f"CPU per submission, mean over the examples: {row['ours_cpu_mean']:.2f} s (grader side "
+          f"{row['ours_cpu_mean'] - row['sandbox_cpu_mean']:.2f}, learner's sandboxes {row['sandbox_cpu_mean']:.2f})")
     print(f"time ratio ours/nbgrader: {row['ratio']:.2f}")
     print(f"batch throughput: -j1 {row['j1']:.2f} submissions/s, -j2 {row['j2']:.2f} submissions/s")
     print(f"a class of 200 at -j2: {row['class200_min']:.1f} min (projected from the -j2 throughput)")
@@ -124,7 +129,8 @@ def run(lab: "str | LabPaths | None" = None, rounds: int = 2) -> int:
     labs = [lab] if lab else [p.lab for p in all_labs() if p.solution.exists()]
     rows = [bench_lab(one, rounds) for one in labs]
     if len(rows) > 1:
-        print("\nlab    ours s  ours CPU  nbgrader s  ratio  200 at -j2")
+        print("\nlab    ours s  ours CPU  CPU mean  nbgrader s  ratio  200 at -j2")
         for r in rows:
-            print(f"{r['lab']}  {r['ours']:6.2f}  {r['ours_cpu']:8.2f}  {r['theirs']:10.2f}  {r['ratio']:5.2f}  {r['class200_min']:6.1f} min")
+            print(f"{r['lab']}  {r['ours']:6.2f}  {r['ours_cpu']:8.2f}  {r['ours_cpu_mean']:8.2f}  {r['theirs']:10.2f}  "
+                  f"{r['ratio']:5.2f}  {r['class200_min']:6.1f} min")
     return 0

@@ -15,7 +15,9 @@ forks, once, and every later grading of that lab (or another) inherits them. A p
 compute identically for every submission (lab07: P0's AOTAutograd traces of its fixed cases); the caches
 hold P0's own results only, never anything a learner's code returned. The child (a process
 group of its own, so a timeout kills it and whatever it started) runs pytest in a grandchild, waits for it
-and writes its exit status and CPU seconds to the file `rc`; the caller watches the pid and reads `rc`.
+and writes its exit status, CPU seconds, and the part of them spent in sandboxes forked from templates, to the
+file `rc`; the caller watches the pid and reads `rc`. `IPT_P0_PROFILE=folder` runs each grading's pytest under
+cProfile and writes the stats there (P0's side only: the sandboxes are other processes).
 CPU accounting: the runs are not the caller's children, so `cpu_seconds()` sums what they reported; at exit
 the caller waits for its servers, which have waited for their children, so a process that runs a grading
 in a subprocess (nbgrader, the CLI) still sees the whole CPU in its RUSAGE_CHILDREN.
@@ -63,7 +65,14 @@ def _run_pytest(job: dict) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         import pytest
-        code = int(pytest.main(job["args"]))
+        profile = job["env"].get("IPT_P0_PROFILE")   # a folder: P0's side of each grading under cProfile
+        if profile:
+            import cProfile
+            with cProfile.Profile() as prof:
+                code = int(pytest.main(job["args"]))
+            prof.dump_stats(os.path.join(profile, f"p0-{os.getpid()}.prof"))
+        else:
+            code = int(pytest.main(job["args"]))
         _report_imports()
         _report_remote_cpu(job["rc"])
     except BaseException as exc:  # noqa: BLE001 - the caller sees the status and the log
@@ -159,11 +168,11 @@ def _child(job: dict) -> None:
         cpu = usage.ru_utime + usage.ru_stime
         try:
             with open(job["rc"] + ".remote") as f:
-                cpu += float(f.read())
+                remote = float(f.read())
         except (OSError, ValueError):
-            pass
+            remote = 0.0
         with open(job["rc"] + ".tmp", "w") as f:
-            f.write(f"{code} {cpu:.6f}")
+            f.write(f"{code} {cpu + remote:.6f} {remote:.6f}")
         os.rename(job["rc"] + ".tmp", job["rc"])
     finally:
         os._exit(0)
@@ -271,12 +280,13 @@ class Server:
             delay = min(delay * 2, 0.1)
         try:
             with open(rc) as f:
-                code, cpu = f.read().split()
+                code, cpu, remote = f.read().split()
         except (OSError, ValueError):
             return -signal.SIGKILL   # died without a word: killed from outside, or crashed
-        global _cpu
+        global _cpu, _sandbox_cpu
         with _servers_lock:
             _cpu += float(cpu)
+            _sandbox_cpu += float(remote)
         return int(code)
 
     def close(self) -> None:
@@ -308,6 +318,7 @@ def _kill_group(pid: int) -> None:
 _servers: dict[str, Server] = {}
 _servers_lock = threading.Lock()
 _cpu = 0.0   # CPU seconds of every finished run of this process's servers (not in its RUSAGE_CHILDREN)
+_sandbox_cpu = 0.0   # the part of _cpu spent in sandboxes forked from the server's templates
 
 
 def cpu_seconds() -> float:
@@ -315,6 +326,13 @@ def cpu_seconds() -> float:
     add it to `resource.getrusage(RUSAGE_CHILDREN)` to count a grading's whole CPU."""
     with _servers_lock:
         return _cpu
+
+
+def sandbox_cpu_seconds() -> float:
+    """The part of `cpu_seconds()` spent in the sandboxes that the server's templates forked (the student
+    zygotes and their workers, the referee ranks): what the learner's side of the gradings cost."""
+    with _servers_lock:
+        return _sandbox_cpu
 
 
 @atexit.register

@@ -10,6 +10,7 @@ with eager PyTorch. Every reply is validated (autograder.engine.replies) before 
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import operator
 import re
@@ -510,6 +511,7 @@ def histogram_of(graph):
     return hist
 
 
+@functools.lru_cache(maxsize=None)   # test_core_aten and test_run_graph ask for the same (name, seed)
 def decompose_expect(name, seed=0):
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx

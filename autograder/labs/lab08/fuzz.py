@@ -158,17 +158,21 @@ def _observers(ref, rng):
 
 
 def _ptq(ref, rng):
-    """The reference's passes against the spec oracle and torchao's PT2E (which agree on Linear-only graphs)."""
+    """The reference's passes against the spec oracle and torchao's PT2E (which agree on Linear-only graphs: the
+    graders compare a learner with the spec, and with PT2E itself only on the digits MLP; test_ptq.py)."""
     from autograder.labs.lab08 import scenarios
     kind = ["chain", "residual", "shared"][int(rng.integers(3))]
-    dims = {"chain": [int(rng.integers(2, 12)) for _ in range(int(rng.integers(2, 5)))],
+    dims = {"chain": [int(rng.integers(2, 17)) for _ in range(int(rng.integers(2, 6)))],
             "residual": [int(rng.integers(2, 10)), int(rng.integers(2, 10)), int(rng.integers(1, 5))],
             "shared": [int(rng.integers(2, 8)), int(rng.integers(1, 5))]}[kind]
     arch = dict(kind=kind, dims=dims)
     torch.manual_seed(int(rng.integers(2**31)))
-    state = {k: v.detach().numpy().copy() for k, v in scenarios.build_model(arch).state_dict().items()}
-    calib = [cases.values(rng, (int(rng.integers(1, 6)), dims[0]), "normal") for _ in range(int(rng.integers(1, 4)))]
-    test = cases.values(rng, (int(rng.integers(1, 6)), dims[0]), "normal")
+    scale = np.float32(rng.uniform(0.5, 2.0))   # as the graders' random_state
+    state = {k: (v.detach().numpy() * scale).astype(np.float32) for k, v in scenarios.build_model(arch).state_dict().items()}
+    lead = (int(rng.integers(1, 4)),) if kind == "chain" and rng.integers(3) == 0 else ()   # 3-d inputs too
+    kind = ["normal", "positive", "shifted"][int(rng.integers(3))]   # the graders' batches: scaled, some all positive
+    calib = [cases.values(rng, lead + (int(rng.integers(1, 6)), dims[0]), kind) for _ in range(int(rng.integers(1, 4)))]
+    test = cases.values(rng, lead + (int(rng.integers(1, 6)), dims[0]), kind)
     got = scenarios.ptq(ref, arch, state, calib, test)["converted"]["values"]
     spec, _, _ = oracle.ptq_expected(arch, state, calib, test)
     theirs = oracle.ptq_pt2e(arch, state, calib, test)

@@ -3,9 +3,13 @@
 
 Trust: values only. P1 traces a model P0 chose, runs the learner's passes, calibrates on P0's data and
 returns outputs and each QuantLinear's buffers. P0 compares the outputs with its own spec model (the
-calibrated ranges from hooks on the float model, torchao's quant primitives) and, where torchao's PT2E
-annotates exactly the Linears (chains, residual adds, a shared Linear), with PT2E itself; the buffers
-with its own qparams. A float model (no quantization) differs from both by many steps on these inputs.
+calibrated ranges from hooks on the float model, torchao's quant primitives), and the buffers with its own
+qparams. A float model (no quantization) differs from the spec by many steps on these inputs.
+
+That the spec model is what torchao's PT2E computes where PT2E annotates exactly the Linears (chains, 3-d
+inputs, residual adds, a shared Linear) is proven once by lab08/fuzz.py over that whole domain, not in
+every grading: a learner's output equal to the spec is equal to PT2E's. A grading still runs PT2E itself
+once, on the digits MLP (torch.export, prepare_pt2e, convert_pt2e: 0.1-0.2 s of CPU per model).
 """
 import numpy as np
 import pytest
@@ -28,7 +32,7 @@ def random_state(rng, arch):
             for k, v in model.state_dict().items()}
 
 
-def check(student, arch, state, calibration, test, what, pt2e=True):
+def check(student, arch, state, calibration, test, what, pt2e=False):
     got = student.run("lab08.scenarios:ptq", arch, state, calibration, test)
     got = replies.dict_of(got, {"prepared", "converted", "layers", "observers_after_prepare", "observers_after_convert"},
                           what)
@@ -119,7 +123,7 @@ def test_two_linears_reading_one_tensor_and_3d_inputs(student, grading_seed):
     rng = np.random.default_rng((grading_seed, 5))
     arch = dict(kind="two_readers", dims=[6, 5, 3])
     check(student, arch, random_state(rng, arch), batches(rng, 2, (4, 6)), batches(rng, 1, (3, 6))[0],
-          "two Linears reading the same input", pt2e=False)  # PT2E also quantizes the mul: not our spec
+          "two Linears reading the same input")  # not in the fuzz's PT2E domain: PT2E also quantizes the mul
     arch = dict(kind="chain", dims=[6, 4, 2])
     check(student, arch, random_state(rng, arch), batches(rng, 2, (2, 3, 6)), batches(rng, 1, (2, 5, 6))[0],
           "a chain on 3-d inputs (batch, sequence, features)")
@@ -133,6 +137,6 @@ def test_digits_accuracy_and_size(student, grading_seed):
     arch = dict(kind="chain", dims=[64, 48, 32, 10])
     order = np.random.default_rng((grading_seed, 9)).permutation(1400)
     calibration = [x[order[i:i + 100]] for i in range(0, 500, 100)]
-    out, _, float_out = check(student, arch, state, calibration, x[1400:], "a digits MLP (64-48-32-10)")
+    out, _, float_out = check(student, arch, state, calibration, x[1400:], "a digits MLP (64-48-32-10)", pt2e=True)
     acc, acc_fp32 = float((out.argmax(1) == y[1400:]).mean()), float((float_out.argmax(1) == y[1400:]).mean())
     assert acc >= acc_fp32 - 0.01, f"int8 accuracy {acc:.3f} is more than a point below fp32's {acc_fp32:.3f}"
