@@ -901,11 +901,17 @@ def trace_errors(sub, probe_program=None):
             return x if x == y else y
 
     class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(5)
+            self.lin = nn.Linear(3, 3)
+
         def forward(self, x):
-            return [v for v in x]
+            return [v for v in self.lin(x)]
 
     out = {}
-    for name, model in (("branch", Branch()), ("compare", Compare()), ("iterate", Loop())):
+    loop = Loop()
+    for name, model in (("branch", Branch()), ("compare", Compare()), ("iterate", loop)):
         try:
             sub.mini_trace(model)
             out[name] = "no error"
@@ -913,10 +919,12 @@ def trace_errors(sub, probe_program=None):
             out[name] = type(exc).__name__
     torch.manual_seed(3)
     lin = nn.Linear(3, 2)
-    try:
-        out["eager_after"] = _flat(lin(torch.arange(6.0).reshape(2, 3)))
-    except Exception as exc:  # noqa: BLE001
-        out["eager_after"] = _error(exc)
+    x = torch.arange(6.0).reshape(2, 3)
+    for key, module in (("eager_after", lin), ("eager_traced_leaf", loop.lin)):   # a fresh Linear, and the one the
+        try:                                                                     # failed trace had named
+            out[key] = _flat(module(x))
+        except Exception as exc:  # noqa: BLE001
+            out[key] = _error(exc)
     model, _ = harnessed("tracer", "twice")
     out["graph_after"] = describe(sub.mini_trace(model).nodes)
     if probe_program is not None:

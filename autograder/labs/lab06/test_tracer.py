@@ -41,21 +41,27 @@ def check_probe(got, program):
 @pytest.mark.weight(2)
 def test_control_flow_raises_and_restores(student):
     program = oracle.probe_program("errors")
-    got = replies.dict_of(student.run("trace_errors", program), {"branch", "compare", "iterate", "eager_after", "graph_after", "probe"},
+    got = replies.dict_of(student.run("trace_errors", program), {"branch", "compare", "iterate", "eager_after", "eager_traced_leaf",
+                                                                 "graph_after", "probe"},
                           "the control-flow scenario")
     check_probe(got["probe"], program)
     for key, code in (("branch", "`if x.sum() > 0:`"), ("compare", "`x if x == y else y`"), ("iterate", "`[v for v in x]`")):
         kind = replies.string(got[key], f"the error of {code}")
         assert kind == "TraceError", f"{code} on traced values should raise TraceError, got {kind}"
     import torch
+    x = torch.arange(6.0).reshape(2, 3)
     torch.manual_seed(3)
     lin = torch.nn.Linear(3, 2)
-    with torch.no_grad():
-        want = [lin(torch.arange(6.0).reshape(2, 3)).numpy()]
-    assert replies.error_reply(got["eager_after"], "eager call") is None, (
-        f"after a failed trace, calling an nn.Linear eagerly should work again (nn.Module.__call__ and __getattr__ "
-        f"restored), but it raised {got['eager_after'].get('error')}")
-    oracle.close(got["eager_after"], want, "after a failed trace, an eager nn.Linear call (nn.Module restored?)")
+    torch.manual_seed(5)
+    traced_leaf = torch.nn.Linear(3, 3)     # the Linear inside the model whose trace failed on `[v for v in x]`
+    for key, module, what in (("eager_after", lin, "a new nn.Linear"),
+                              ("eager_traced_leaf", traced_leaf, "the nn.Linear of the model whose trace just failed")):
+        with torch.no_grad():
+            want = [module(x).numpy()]
+        assert replies.error_reply(got[key], "eager call") is None, (
+            f"after a failed trace, calling {what} eagerly should work again (nn.Module.__call__ and __getattr__ "
+            f"restored, even when forward raised), but it raised {got[key].get('error')}")
+        oracle.close(got[key], want, f"after a failed trace, an eager call of {what} (nn.Module restored even when forward raised?)")
     oracle.compare_graphs(got["graph_after"], oracle.fx_graph("twice"),
                           "after failed traces, mini_trace of a model calling modules twice" + HARNESS)
 
