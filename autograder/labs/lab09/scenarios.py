@@ -161,6 +161,53 @@ def _answer(data, killed):
     return results + [error] if results else error
 
 
+def untouched(sub):
+    """Which collectives are still the release's stubs: each called once, outside any world (no process group),
+    in a forked child so that nothing it does stays in this process. {name: the exception's type and message,
+    or None when it returned}. P0 skips the worlds of a function that raised NotImplementedError here (they would
+    fail the same way), so a false answer only loses points (world.play)."""
+    import torch
+    from torch.distributed import ReduceOp
+    calls = {"tree_broadcast": lambda: sub.tree_broadcast(torch.zeros(2), 0),
+             "tree_reduce": lambda: sub.tree_reduce(torch.zeros(2), 0, ReduceOp.SUM),
+             "ring_all_reduce": lambda: sub.ring_all_reduce(torch.zeros(2), ReduceOp.SUM),
+             "ring_reduce_scatter": lambda: sub.ring_reduce_scatter(torch.zeros(2), ReduceOp.SUM),
+             "ring_all_gather": lambda: sub.ring_all_gather(torch.zeros(2), [2]),
+             "all_to_all": lambda: sub.all_to_all([torch.zeros(2)])}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        out = {}
+        for name, call in calls.items():
+            try:
+                call()
+                out[name] = None
+            except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+                out[name] = {"error": type(exc).__name__[:80], "message": str(exc)[:200]}
+        with os.fdopen(write, "wb") as pipe:
+            pickle.dump(out, pipe)
+        os._exit(0)
+    os.close(write)
+    data, deadline = b"", time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ready_fds, _, _ = select.select([read], [], [], 0.05)
+        chunk = os.read(read, 1 << 16) if ready_fds else b""
+        if ready_fds and not chunk:
+            break
+        data += chunk
+    os.close(read)
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    try:
+        return pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a child that hung or died: nothing is known
+        return {}
+
+
 def _each(cases, fn):
     results = []
     for case in cases:

@@ -308,14 +308,47 @@ def _rank(sub, rank, world, port, folder, part, spec, arrays, timeout, group_ran
 def world(sub, port, world, seat, part, spec, arrays, timeout, group=None):
     """arrays: {str(rank): {name: array}} for every learner rank. Returns {str(rank): values or error}."""
     folder = tempfile.mkdtemp(prefix="world-")
+    return _forked({key: (lambda key=key: _rank(sub, int(key), world, port, folder, part, spec, arrays[key], timeout, group))
+                    for key in arrays}, STORE_TIMEOUT + 4 * timeout + 5)
+
+
+def untouched(sub):
+    """Which parts' first call into the learner's code is still the release's stub: each called once, outside any
+    world (no process group), in a forked child so that nothing it does stays in this process. {part: the
+    exception (type and message), or None when it returned}. P0 skips the worlds of a part whose first call
+    raised NotImplementedError here (they would fail the same way), so a false answer only loses points."""
+    import torch
+    from torch import nn
+    calls = {"ddp": lambda: sub.BucketedDDP(nn.Linear(2, 2), group=None, bucket_cap=1 << 20, first_bucket_cap=None),
+             "zero": lambda: sub.ZeroAdamW([torch.zeros(2, requires_grad=True)], group=None),
+             "fsdp": lambda: sub.ShardedLinear(torch.zeros(2, 2), torch.zeros(2), None),
+             "tp": lambda: sub.reduce_from_tp(torch.zeros(2, requires_grad=True), None),
+             "pipeline": lambda: sub.run_stage(nn.Linear(2, 2), [], [torch.zeros(1, 2)], None, None, (1, 2), None)}
+
+    def probe():
+        out = {}
+        for name, call in calls.items():
+            try:
+                call()
+                out[name] = None
+            except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+                out[name] = _error(exc)
+        return out
+    answer = _forked({"probe": probe}, 10).get("probe")
+    return answer if isinstance(answer, dict) and "error" not in answer else {}
+
+
+def _forked(jobs, seconds):
+    """Run each job (key -> function) in a forked child, at most `seconds` in all: {key: what it returned, or
+    an error dict}."""
     children = {}
-    for key in arrays:
+    for key, job in jobs.items():
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read)
             try:
-                answer = _rank(sub, int(key), world, port, folder, part, spec, arrays[key], timeout, group)
+                answer = job()
             except BaseException as exc:  # noqa: BLE001
                 answer = _error(exc)
             with os.fdopen(write, "wb") as f:
@@ -323,7 +356,7 @@ def world(sub, port, world, seat, part, spec, arrays, timeout, group=None):
             os._exit(0)
         os.close(write)
         children[read] = (key, pid, [])
-    deadline = time.monotonic() + STORE_TIMEOUT + 4 * timeout + 5
+    deadline = time.monotonic() + seconds
     open_fds = set(children)
     while open_fds and time.monotonic() < deadline:
         for fd in select.select(list(open_fds), [], [], 0.05)[0]:
