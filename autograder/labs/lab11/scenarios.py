@@ -626,6 +626,24 @@ def _quiet_onnx():
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     logging.getLogger("onnxscript").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
+    _torchlib_once()
+
+
+def _torchlib_once():
+    """Every torch.onnx.export(dynamo=True) builds its operator registry afresh (ONNXRegistry.from_torchlib), and
+    onnxscript's get_torchlib_ops re-parses the source of ~500 torchlib functions each time for their signatures:
+    about 0.8 s of CPU per export. Its answer (frozen records of module-level functions) is the same every time
+    in a process, so this worker computes it once; each export still builds its own registry from it (a learner's
+    custom_translation_table goes into that registry, not into this list)."""
+    from onnxscript._framework_apis import torch_2_11 as apis
+    if getattr(apis.get_torchlib_ops, "_ipt_once", False):
+        return
+    ops = tuple(apis.get_torchlib_ops())
+
+    def get_torchlib_ops():
+        return list(ops)
+    get_torchlib_ops._ipt_once = True
+    apis.get_torchlib_ops = get_torchlib_ops
 
 
 def _onnx_error(exc):
