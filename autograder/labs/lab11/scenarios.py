@@ -635,10 +635,13 @@ def _torchlib_once():
     about 0.8 s of CPU per export. Its answer (frozen records of module-level functions) is the same every time
     in a process, so this worker computes it once; each export still builds its own registry from it (a learner's
     custom_translation_table goes into that registry, not into this list)."""
-    from onnxscript._framework_apis import torch_2_11 as apis
-    if getattr(apis.get_torchlib_ops, "_ipt_once", False):
+    try:
+        from torch.onnx._internal._lazy_import import onnxscript_apis as apis   # the module torch's exporter calls
+        if getattr(apis.get_torchlib_ops, "_ipt_once", False):
+            return
+        ops = tuple(apis.get_torchlib_ops())
+    except Exception:  # noqa: BLE001 - another torch or onnxscript: exports then just cost what they cost
         return
-    ops = tuple(apis.get_torchlib_ops())
 
     def get_torchlib_ops():
         return list(ops)
