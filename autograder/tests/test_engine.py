@@ -309,13 +309,20 @@ def test_the_warm_p0_grades_exactly_as_a_fresh_pytest_process(toy, tmp_path, mon
     parts, scores and failure texts as a plain `python -m pytest`, for a bug, a hang and the reference."""
     cells = {"scale_impl": "def scale(a, k):\n    return [x * abs(k) for x in a]",
              "add_impl": "def add(a, b):\n    while True:\n        pass"}
-    runs = {}
+    runs, cpu = {}, {}
     for mode, template in (("0", "1"), ("1", "1"), ("1", "0")):  # and with or without the lab's template
         monkeypatch.setenv("IPT_P0_FORK", mode)
         monkeypatch.setenv("IPT_TEMPLATE", template)
+        before = p0fork.cpu_seconds(), p0fork.sandbox_cpu_seconds()
         result, _, _ = graded(toy, tmp_path, f"mode{mode}{template}", cells=cells)
         runs[mode + template] = [(p.id, p.score, p.failures) for p in result.parts]
+        cpu[mode + template] = (p0fork.cpu_seconds() - before[0], p0fork.sandbox_cpu_seconds() - before[1])
     assert runs["01"] == runs["11"] == runs["10"]
+    # the CPU of a forked run, and the part of it spent in sandboxes forked from templates (the hang burns ~its timeout)
+    if sandbox.resolve_level("auto") == "namespaces":
+        total, inside = cpu["11"]
+        assert 0.5 < inside < total, f"a templated run's sandbox CPU {inside:.2f} s of {total:.2f} s"
+    assert cpu["10"][1] == 0 and cpu["10"][0] > 0.5, f"without templates no sandbox CPU is reported apart: {cpu['10']}"
     env = dict(os.environ)
     one, two = (p0fork.server_for({**env, "PYTEST_CURRENT_TEST": name}) for name in ("a (call)", "b (call)"))
     assert one is not None, "the P0 server should start on Linux"
