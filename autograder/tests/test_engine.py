@@ -855,3 +855,31 @@ def test_a_fork_server_with_templates_stops_them_and_exits_when_closed(toy, tmp_
     server.close()
     assert server.proc.returncode == 0 and time.monotonic() - started < 4, "the server was killed, not closed"
     assert not [c for c in children if Path(f"/proc/{c}").exists()], "a template outlived its server"
+
+
+def test_an_untouched_stub_is_asked_once_per_student_and_only_a_bare_one_counts():
+    """engine.stubs: a lab skips the expensive work (lab09's and lab10's worlds) of an entry point that raised the
+    release's bare NotImplementedError() outside that work; a learner's own NotImplementedError with a message, a
+    return, or a probe that failed never skips anything. P1 is asked once per student (test module)."""
+    from autograder.engine import stubs
+    from autograder.engine.student import StudentTimeout
+
+    class Asked:
+        def __init__(self, answer):
+            self.answer, self.calls = answer, 0
+
+        def run(self, target):
+            self.calls += 1
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    student = Asked({"bare": {"error": "NotImplementedError", "message": ""}, "returned": None,
+                     "own": {"error": "NotImplementedError", "message": "needs a process group"},
+                     "other": {"error": "ValueError", "message": ""}})
+    assert stubs.stub_error(student, "labXX.scenarios:untouched", "bare") == {"error": "NotImplementedError", "message": ""}
+    for name in ("returned", "own", "other", "missing"):
+        assert stubs.stub_error(student, "labXX.scenarios:untouched", name) is None, name
+    assert student.calls == 1, "the probe is asked once per student"
+    for answer in (StudentTimeout("Timeout", "hung"), ["bare"], "bare"):
+        assert stubs.stub_error(Asked(answer), "labXX.scenarios:untouched", "bare") is None, answer

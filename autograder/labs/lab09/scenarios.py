@@ -178,13 +178,8 @@ def untouched(sub):
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        out = {}
-        for name, call in calls.items():
-            try:
-                call()
-                out[name] = None
-            except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
-                out[name] = {"error": type(exc).__name__[:80], "message": str(exc)[:200]}
+        results = _each([(call,) for call in calls.values()], lambda call: (call(), None)[1])
+        out = {name: (r if "error" in r else None) for name, r in zip(calls, results, strict=True)}
         with os.fdopen(write, "wb") as pipe:
             pickle.dump(out, pipe)
         os._exit(0)

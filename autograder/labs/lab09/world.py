@@ -14,11 +14,11 @@ comparisons with torch.distributed).
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograder.engine import stubs
 from autograder.engine.referee import Job, Referee, busy_timeout, referee_fixture
 from autograder.labs.lab09 import model
 
@@ -116,23 +116,13 @@ class Outcome:
 
 FUNCTIONS = {"broadcast": "tree_broadcast", "reduce": "tree_reduce", "all_reduce": "ring_all_reduce",
              "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather", "all_to_all": "all_to_all"}
-_untouched = weakref.WeakKeyDictionary()   # student -> scenarios.untouched's answer, asked once per test module
 
 
 def stub_error(student, case: Case) -> dict | None:
-    """The bare NotImplementedError() that the learner's function for `case` raised when called outside a world (an
-    untouched stub), or None. Believed only to the learner's loss: the world it would start is not played, and
-    its verdict is the one that world gives when every learner rank raises that error in its first case."""
-    if student not in _untouched:
-        try:
-            answer = student.run("lab09.scenarios:untouched")
-        except Exception:  # noqa: BLE001 - a probe that failed proves nothing: play every world
-            answer = {}
-        _untouched[student] = answer if isinstance(answer, dict) else {}
-    err = _untouched[student].get(FUNCTIONS.get(case.kind))
-    # the release's stubs raise NotImplementedError() without a message; a learner's own NotImplementedError
-    # ("needs a process group") may hold only outside a world, so its worlds are played
-    return err if isinstance(err, dict) and err.get("error") == "NotImplementedError" and not err.get("message") else None
+    """The bare NotImplementedError() that the learner's function for `case` raised outside a world (engine.stubs),
+    or None: the world is then not played, and its verdict is the one it gives when every learner rank raises that
+    error in its first case."""
+    return stubs.stub_error(student, "lab09.scenarios:untouched", FUNCTIONS.get(case.kind, ""))
 
 
 def play(student, referee: Referee | None, world: int, seat: int | None, cases: list[Case], seed: int,

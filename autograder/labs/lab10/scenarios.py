@@ -326,14 +326,8 @@ def untouched(sub):
              "pipeline": lambda: sub.run_stage(nn.Linear(2, 2), [], [torch.zeros(1, 2)], None, None, (1, 2), None)}
 
     def probe():
-        out = {}
-        for name, call in calls.items():
-            try:
-                call()
-                out[name] = None
-            except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
-                out[name] = _error(exc)
-        return out
+        results = _each([(call,) for call in calls.values()], lambda call: (call(), None)[1])
+        return {name: (r if "error" in r else None) for name, r in zip(calls, results, strict=True)}
     answer = _forked({"probe": probe}, 10).get("probe")
     return answer if isinstance(answer, dict) and "error" not in answer else {}
 

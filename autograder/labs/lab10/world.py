@@ -12,11 +12,11 @@ beside a refereed one in the same test).
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from autograder.engine import stubs
 from autograder.engine.referee import busy_timeout, referee_fixture
 
 referee = referee_fixture(["autograder.labs.lab10.roles"], "lab10-referee", "lab10.scenarios:ready")
@@ -71,25 +71,13 @@ class Outcome:
 # the parts whose rank program lets an error of its first call into the learner's code end the rank (ddp_dtypes
 # catches the errors of its calls and returns their names)
 FIRST_CALL_ENDS = {"ddp", "zero", "fsdp", "tp", "pipeline"}
-_untouched = weakref.WeakKeyDictionary()   # student -> scenarios.untouched's answer, asked once per test module
 
 
 def stub_error(student, part: str) -> dict | None:
-    """The bare NotImplementedError() that `part`'s first call into the learner's code raised outside a world (an
-    untouched stub), or None. Believed only to the learner's loss: the world it would start is not played, and
-    its outcome is the one that world has when every learner rank raises that error at once."""
-    if part not in FIRST_CALL_ENDS:
-        return None
-    if student not in _untouched:
-        try:
-            answer = student.run("lab10.scenarios:untouched")
-        except Exception:  # noqa: BLE001 - a probe that failed proves nothing: play every world
-            answer = {}
-        _untouched[student] = answer if isinstance(answer, dict) else {}
-    err = _untouched[student].get(part)
-    # the release's stubs raise NotImplementedError() without a message; a learner's own NotImplementedError
-    # ("needs a process group") may hold only outside a world, so its worlds are played
-    return err if isinstance(err, dict) and err.get("error") == "NotImplementedError" and not err.get("message") else None
+    """The bare NotImplementedError() that `part`'s first call into the learner's code raised outside a world
+    (engine.stubs), or None: the world is then not played, and its outcome is the one it has when every learner
+    rank raises that error at once."""
+    return stubs.stub_error(student, "lab10.scenarios:untouched", part) if part in FIRST_CALL_ENDS else None
 
 
 def play(student, referee, part: str, world: int, seat: int | None, spec: dict, arrays: list[dict], what: str,
