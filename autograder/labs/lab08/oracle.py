@@ -376,14 +376,15 @@ def warm_p0():
     """Run once by the P0 fork server (lab.toml's `grader_preload`) before it forks the gradings: torchao's
     primitives and PT2E modules imported, and one PT2E run on a fixed two-layer chain (torch.export's and
     prepare/convert's first-call set-up), about 2 s that every grading would otherwise repeat."""
+    from autograder.labs.lab08 import scenarios as shared
     ao()
     rng = np.random.default_rng(0)
     arch = {"kind": "chain", "dims": [4, 3, 2]}
-    from autograder.labs.lab08 import scenarios as shared
-    torch.manual_seed(0)
-    state = {k: v.detach().numpy() for k, v in shared.build_model(arch).state_dict().items()}
     batch = rng.standard_normal((3, 4)).astype(np.float32)
-    ptq_pt2e(arch, state, [batch], batch)
+    with torch.random.fork_rng():   # the server's own random state stays as it was for the gradings it forks
+        torch.manual_seed(0)
+        state = {k: v.detach().numpy() for k, v in shared.build_model(arch).state_dict().items()}
+        ptq_pt2e(arch, state, [batch], batch)
 
 
 _DIGITS = None
