@@ -150,6 +150,20 @@ def _record(entry: dict) -> None:
             f.write(json.dumps(entry) + "\n")
 
 
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.repr_failure = _short_repr_failure(item.repr_failure)
+
+
+def _short_repr_failure(full):
+    """A learner-facing failure's report is its message. pytest's traceback of it (2-3 ms per failure: Python
+    parses the source of every frame for its carets) is read by nobody; internal errors keep it as `detail`."""
+    def repr_failure(excinfo, *args, **kwargs):
+        message, internal = _message(excinfo)
+        return full(excinfo, *args, **kwargs) if internal else message
+    return repr_failure
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield

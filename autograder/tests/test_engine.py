@@ -883,3 +883,25 @@ def test_an_untouched_stub_is_asked_once_per_student_and_only_a_bare_one_counts(
     assert student.calls == 1, "the probe is asked once per student"
     for answer in (StudentTimeout("Timeout", "hung"), ["bare"], "bare"):
         assert stubs.stub_error(Asked(answer), "labXX.scenarios:untouched", "bare") is None, answer
+
+
+def test_a_learner_facing_failure_reports_its_message_and_an_internal_one_keeps_the_traceback():
+    """pytest's traceback of a failed test costs 2-3 ms (Python parses every frame's source); the report of a
+    failure the learner reads is its message alone, while a grader's own fault keeps the full traceback."""
+    from autograder.engine import plugin
+
+    def full(excinfo, *args, **kwargs):
+        full.calls += 1
+        return "traceback"
+    full.calls = 0
+    short = plugin._short_repr_failure(full)
+    for exc in (AssertionError("transpose(0, 1) should have strides (1, 3)"), StudentError("ValueError", "bad")):
+        try:
+            raise exc
+        except type(exc):
+            assert short(pytest.ExceptionInfo.from_current()) == plugin._message(pytest.ExceptionInfo.from_current())[0]
+    assert full.calls == 0
+    try:
+        {}["missing"]
+    except KeyError:
+        assert short(pytest.ExceptionInfo.from_current()) == "traceback" and full.calls == 1

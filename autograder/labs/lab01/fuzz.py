@@ -32,7 +32,7 @@ def reference():
 
 @st.composite
 def any_op(draw, current):
-    kind = draw(st.sampled_from(["view", "index", "index", "expand", "as_strided", "contiguous"]))
+    kind = draw(st.sampled_from(("view", "index", "index", "expand", "as_strided", "contiguous")))
     if kind == "view":
         return draw(S.view_op(current))
     if kind == "index":
@@ -112,12 +112,12 @@ def run(examples: int) -> int:
     def arithmetic(data):
         nonlocal count
         count += 1
-        dtype = data.draw(st.sampled_from(["int64", "float64"]))
+        dtype = data.draw(st.sampled_from(("int64", "float64")))
         a = data.draw(S.layouts(min_dim=0, max_dim=3, min_size=0, zero_strides=True, dtype=dtype))
         shape_b = [1 if data.draw(st.integers(0, 2)) == 0 else n for n in a["shape"][data.draw(st.integers(0, len(a["shape"]))):]]
         b = data.draw(S.layouts(shape=shape_b, zero_strides=True,
-                                dtype=data.draw(st.sampled_from(["int64", "float64"]))))
-        op = data.draw(st.sampled_from(["add", "mul"]))
+                                dtype=data.draw(st.sampled_from(("int64", "float64")))))
+        op = data.draw(st.sampled_from(("add", "mul")))
         got, want = scenarios.binary(reference(), op, a, b), oracle.binary(op, a, b)
         message = oracle.compare_tensor(got, want, op, ("shape", "stride", "offset", "values", "shares"))
         assert message is None, (a, b, message)

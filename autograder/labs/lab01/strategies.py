@@ -6,6 +6,7 @@ valid for the current shape and a controlled share are not (torch's error is the
 # IPT-CANARY lab01 hidden-graders
 from __future__ import annotations
 
+import functools
 import math
 
 from hypothesis import HealthCheck, settings
@@ -36,8 +37,7 @@ def layouts(draw, shape=None, min_dim=1, max_dim=4, min_size=1, max_size=4, max_
     """
     if shape is None:
         ndim = draw(st.integers(min_dim, max_dim))
-        shape = draw(st.lists(st.integers(min_size, max_size), min_size=ndim, max_size=ndim)
-                     .filter(lambda s: math.prod(s) <= max_numel))
+        shape = draw(_shapes(ndim, min_size, max_size, max_numel))
     shape = list(shape)
     ndim = len(shape)
     if order is None:
@@ -45,8 +45,8 @@ def layouts(draw, shape=None, min_dim=1, max_dim=4, min_size=1, max_size=4, max_
     stride = [0] * ndim
     running = 1
     for d in reversed(order):
-        step = draw(st.sampled_from([1, 1, 1, 2])) if gaps else 1
-        pad = draw(st.sampled_from([0, 0, 0, 1])) if gaps else 0
+        step = draw(st.sampled_from((1, 1, 1, 2))) if gaps else 1
+        pad = draw(st.sampled_from((0, 0, 0, 1))) if gaps else 0
         stride[d] = running * step
         if shape[d] > 1:
             running = stride[d] * (shape[d] - 1) + running + pad
@@ -58,6 +58,13 @@ def layouts(draw, shape=None, min_dim=1, max_dim=4, min_size=1, max_size=4, max_
     offset = draw(st.integers(0, 3)) if offsets else 0
     extra = draw(st.integers(0, 2)) if offsets else 0
     return oracle.layout(shape, stride, offset, extra, dtype)
+
+
+@functools.cache
+def _shapes(ndim, min_size, max_size, max_numel):
+    # one strategy object per signature: hypothesis validates a new one, and parses its filter's source, on
+    # its first draw
+    return st.lists(st.integers(min_size, max_size), min_size=ndim, max_size=ndim).filter(lambda s: math.prod(s) <= max_numel)
 
 
 def prime_factors(n: int) -> list[int]:
@@ -88,18 +95,21 @@ def factor_shapes(draw, numel: int, max_dim=5):
 # ops, drawn against the current torch tensor
 
 
+_VIEW_KINDS = st.sampled_from(("exact",) * 6 + ("infer",) * 3 + ("wrong", "two_infer", "negative"))
+
+
 @st.composite
 def view_op(draw, current):
     """A view or reshape to a shape built from the current element count; sometimes invalid."""
     numel = current.numel()
-    name = draw(st.sampled_from(["view", "view", "reshape"]))
-    kind = draw(st.sampled_from(["exact"] * 6 + ["infer"] * 3 + ["wrong", "two_infer", "negative"]))
+    name = draw(st.sampled_from(("view", "view", "reshape")))
+    kind = draw(_VIEW_KINDS)
     sizes = draw(factor_shapes(numel)) if numel >= 1 else [0]
     if kind == "infer" and sizes:
         sizes[draw(st.integers(0, len(sizes) - 1))] = -1
     elif kind == "wrong" and sizes:
         i = draw(st.integers(0, len(sizes) - 1))
-        sizes[i] += draw(st.sampled_from([1, 2]))
+        sizes[i] += draw(st.sampled_from((1, 2)))
         if draw(st.booleans()) and len(sizes) > 1:
             sizes[(i + 1) % len(sizes)] = -1
     elif kind == "two_infer" and len(sizes) >= 2:
@@ -112,15 +122,19 @@ def view_op(draw, current):
 
 def _dim(draw, ndim, bad=False):
     if bad:
-        return draw(st.sampled_from([ndim, ndim + 1, -ndim - 1]))
+        return draw(st.sampled_from((ndim, ndim + 1, -ndim - 1)))
     return draw(st.integers(-ndim, ndim - 1))
+
+
+_STEPS = st.sampled_from((None, None, 1, 2, 2, 3))
+_ODD_STEPS = st.sampled_from((None, None, 1, 2, 2, 3, -1, 0))
 
 
 @st.composite
 def slice_item(draw, size):
     bound = st.one_of(st.none(), st.integers(-size - 2, size + 2))
     start, stop = draw(bound), draw(bound)
-    step = draw(st.sampled_from([None, None, 1, 2, 2, 3] + ([-1, 0] if draw(st.integers(0, 9)) == 0 else [])))
+    step = draw(_ODD_STEPS if draw(st.integers(0, 9)) == 0 else _STEPS)
     return {"slice": [start, stop, step]}
 
 
@@ -129,7 +143,7 @@ def index_item(draw, size):
     if draw(st.integers(0, 2)) == 0:
         return draw(slice_item(size))
     if draw(st.integers(0, 7)) == 0:
-        return draw(st.sampled_from([size, -size - 1]))
+        return draw(st.sampled_from((size, -size - 1)))
     return draw(st.integers(-size, size - 1)) if size > 0 else 0
 
 
@@ -138,11 +152,11 @@ def indexing_op(draw, current):
     shape = list(current.shape)
     ndim = len(shape)
     if ndim == 0:
-        return draw(st.sampled_from([["getitem", []], ["getitem", 0], ["getitem", [0]],
+        return draw(st.sampled_from((["getitem", []], ["getitem", 0], ["getitem", [0]],
                                      ["transpose", 0, -1], ["transpose", -1, -1], ["transpose", 0, 1],
                                      ["permute", []], ["permute", [0]], ["select", 0, 0],
-                                     ["getitem", {"slice": [None, None, None]}]]))
-    kind = draw(st.sampled_from(["transpose", "permute", "select", "getitem", "getitem", "getitem"]))
+                                     ["getitem", {"slice": [None, None, None]}])))
+    kind = draw(st.sampled_from(("transpose", "permute", "select", "getitem", "getitem", "getitem")))
     bad = draw(st.integers(0, 7)) == 0
     if kind == "transpose":
         return ["transpose", _dim(draw, ndim, bad), _dim(draw, ndim)]
@@ -150,7 +164,7 @@ def indexing_op(draw, current):
         dims = list(draw(st.permutations(range(ndim))))
         dims = [d - ndim if draw(st.integers(0, 3)) == 0 else d for d in dims]
         if bad:
-            how = draw(st.sampled_from(["short", "long", "dup", "range"]))
+            how = draw(st.sampled_from(("short", "long", "dup", "range")))
             if how == "short":
                 dims = dims[:-1]
             elif how == "long":
@@ -179,15 +193,15 @@ def expand_op(draw, current):
     bad = draw(st.integers(0, 6)) == 0
     for n in shape:
         if n == 1:
-            sizes.append(draw(st.sampled_from([1, -1, 0, 2, 3, 4, 3])))
+            sizes.append(draw(st.sampled_from((1, -1, 0, 2, 3, 4, 3))))
         else:
-            sizes.append(draw(st.sampled_from([n, n, -1])))
-    lead = [draw(st.sampled_from([1, 2, 3])) for _ in range(draw(st.integers(0, 2)))]
+            sizes.append(draw(st.sampled_from((n, n, -1))))
+    lead = [draw(st.sampled_from((1, 2, 3))) for _ in range(draw(st.integers(0, 2)))]
     sizes = lead + sizes
     if bad and sizes:
         # (no negative sizes here: torch accepts expand(-2, 0) of a (1, 1) tensor and returns a
         # tensor with a negative size; the fixed cases cover negative sizes where torch raises)
-        how = draw(st.sampled_from(["mismatch", "lead_infer", "fewer"]))
+        how = draw(st.sampled_from(("mismatch", "lead_infer", "fewer")))
         i = draw(st.integers(0, len(sizes) - 1))
         if how == "mismatch":
             sizes[i] = sizes[i] + 1 if sizes[i] > 0 else 5
@@ -195,8 +209,11 @@ def expand_op(draw, current):
             sizes.insert(0, -1)
         elif how == "fewer" and shape:
             sizes = sizes[len(lead) + 1:]
-    name = draw(st.sampled_from(["expand", "expand", "broadcast_to"]))
+    name = draw(st.sampled_from(("expand", "expand", "broadcast_to")))
     return [name, sizes]
+
+
+_AS_STRIDED_KINDS = st.sampled_from(("fits",) * 6 + ("default", "oob", "negative_stride", "length", "negative_offset"))
 
 
 @st.composite
@@ -206,7 +223,7 @@ def as_strided_op(draw, current, storage_size):
     stride = [draw(st.integers(0, 5)) for _ in range(ndim)]
     need = 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if 0 not in size else 0
     room = storage_size - need
-    kind = draw(st.sampled_from(["fits"] * 6 + ["default", "oob", "negative_stride", "length", "negative_offset"]))
+    kind = draw(_AS_STRIDED_KINDS)
     if kind == "fits":
         offset = draw(st.integers(0, max(room, 0)))
     elif kind == "default":
@@ -263,7 +280,7 @@ def broadcastable_shapes(draw, max_dim=4, max_size=4, count=(1, 4), allow_bad=Tr
         i = draw(st.integers(0, len(shapes) - 1))
         if shapes[i]:
             j = draw(st.integers(0, len(shapes[i]) - 1))
-            shapes[i][j] = draw(st.sampled_from([-1, -2, shapes[i][j] + 2, 5]))
+            shapes[i][j] = draw(st.sampled_from((-1, -2, shapes[i][j] + 2, 5)))
     if shapes and draw(st.integers(0, 5)) == 0:
         i = draw(st.integers(0, len(shapes) - 1))
         if len(shapes[i]) == 1:

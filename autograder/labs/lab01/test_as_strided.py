@@ -52,7 +52,7 @@ def test_fixed(student, name):
 
 @st.composite
 def as_strided_cases(draw):
-    base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True, dtype=draw(st.sampled_from(["int64", "float64"]))))
+    base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True, dtype=draw(st.sampled_from(("int64", "float64")))))
     ops = [draw(as_strided_op(None, base["size"]))]
     if draw(st.booleans()):
         ops.append(["contiguous"])
@@ -69,7 +69,7 @@ def test_generated_as_strided(student, case):
 
 @pytest.mark.weight(3)
 @examples(60)
-@given(base=st.sampled_from(["int64", "float64"]).flatmap(lambda dtype: layouts(min_dim=0, max_dim=4, zero_strides=True, dtype=dtype)),
+@given(base=st.sampled_from(("int64", "float64")).flatmap(lambda dtype: layouts(min_dim=0, max_dim=4, zero_strides=True, dtype=dtype)),
        twice=st.booleans())
 def test_generated_contiguous(student, base, twice):
     ops = [["contiguous"]] + ([["contiguous"]] if twice else [])  # a second call returns the copy itself

@@ -71,7 +71,7 @@ def test_flags_fixed(student):
 
 @st.composite
 def cl_layouts(draw):
-    ndim = 4 if draw(st.integers(0, 5)) else draw(st.sampled_from([3, 5]))
+    ndim = 4 if draw(st.integers(0, 5)) else draw(st.sampled_from((3, 5)))
     order = draw(st.one_of(st.just([0, 2, 3, 1]), st.just([0, 2, 3, 1]), st.permutations(range(ndim)))) \
         if ndim == 4 else None
     return draw(layouts(min_dim=ndim, max_dim=ndim, min_size=1 if draw(st.integers(0, 5)) else 0,

@@ -70,10 +70,10 @@ def binary_cases(draw):
         shapes.append([1 if draw(st.integers(0, 2)) == 0 else n for n in target[ndim - k:]])
     if draw(st.integers(0, 7)) == 0 and shapes[0]:
         shapes[0][-1] = shapes[0][-1] + 1 if shapes[0][-1] > 1 else 3
-    dtypes = draw(st.sampled_from([("int64", "int64"), ("float64", "float64"), ("int64", "float64")]))
+    dtypes = draw(st.sampled_from((("int64", "int64"), ("float64", "float64"), ("int64", "float64"))))
     a = draw(layouts(shape=shapes[0], zero_strides=True, dtype=dtypes[0]))
     b = draw(layouts(shape=shapes[1], zero_strides=True, dtype=dtypes[1]))
-    return draw(st.sampled_from(["add", "mul"])), a, b
+    return draw(st.sampled_from(("add", "mul"))), a, b
 
 
 @pytest.mark.weight(4)
@@ -138,6 +138,6 @@ def test_sum_dim_out_of_range(student, name):
 def test_generated_sum(student, data):
     layout = data.draw(layouts(min_dim=0 if data.draw(st.integers(0, 5)) == 0 else 1, max_dim=4,
                                min_size=0 if data.draw(st.integers(0, 5)) == 0 else 1, zero_strides=True,
-                               dtype=data.draw(st.sampled_from(["int64", "float64"]))))
+                               dtype=data.draw(st.sampled_from(("int64", "float64")))))
     ndim = max(len(layout["shape"]), 1)
     _check_sum(student, layout, data.draw(st.integers(-ndim, ndim - 1)), data.draw(st.booleans()))

@@ -36,7 +36,7 @@ def _index_draw(data, shape):
     idx = [data.draw(st.integers(-n, n - 1)) if n else 0 for n in shape]
     if shape and data.draw(st.integers(0, 3)) == 0:
         d = data.draw(st.integers(0, len(shape) - 1))
-        idx[d] = data.draw(st.sampled_from([shape[d], -shape[d] - 1]))
+        idx[d] = data.draw(st.sampled_from((shape[d], -shape[d] - 1)))
     return idx
 
 

@@ -78,7 +78,7 @@ def programs(draw, ops=tuple(ELEMENTWISE), min_steps=2, max_steps=7, max_inputs=
         out_shape, out_pos, args = None, False, None
         if op in ("add", "sub", "mul", "div"):
             if draw(st.integers(0, 4)) == 0:
-                b = draw(st.sampled_from([2.0, -0.5, 3.0, 0.25]))
+                b = draw(st.sampled_from((2.0, -0.5, 3.0, 0.25)))
                 if op == "div" and b < 0:
                     b = 2.0
                 args, out_shape = [a_name, b], a_shape
@@ -101,7 +101,7 @@ def programs(draw, ops=tuple(ELEMENTWISE), min_steps=2, max_steps=7, max_inputs=
                 continue
             args, out_shape = [a_name], a_shape
         elif op == "pow":
-            p = draw(st.sampled_from([2.0, 3.0, 0.5, -1.0, 1.5, 0.0]))
+            p = draw(st.sampled_from((2.0, 3.0, 0.5, -1.0, 1.5, 0.0)))
             if p not in (2.0, 3.0, 0.0) and not a_pos:
                 continue
             args, out_shape, out_pos = [a_name, p], a_shape, a_pos
@@ -123,7 +123,7 @@ def programs(draw, ops=tuple(ELEMENTWISE), min_steps=2, max_steps=7, max_inputs=
         elif op == "transpose":
             if len(a_shape) < 2:
                 continue
-            d0, d1 = draw(st.sampled_from([(0, 1), (-1, -2), (0, -1)]))
+            d0, d1 = draw(st.sampled_from(((0, 1), (-1, -2), (0, -1))))
             s = list(a_shape)
             s[d0], s[d1] = s[d1], s[d0]
             args, out_shape = [a_name, d0, d1], tuple(s)
@@ -134,7 +134,7 @@ def programs(draw, ops=tuple(ELEMENTWISE), min_steps=2, max_steps=7, max_inputs=
             batch = list(a_shape[:-2])
             if batch and draw(st.booleans()):
                 # a size-1 batch dim of `a` may meet a larger one of `b` (grad_a sums it back to 1)
-                batch = [1 if draw(st.booleans()) else (draw(st.sampled_from([1, 2])) if n == 1 else n)
+                batch = [1 if draw(st.booleans()) else (draw(st.sampled_from((1, 2))) if n == 1 else n)
                          for n in batch][draw(st.integers(0, len(batch))):]
             elif not batch and draw(st.integers(0, 3)) == 0:
                 batch = [2]
@@ -261,12 +261,12 @@ def edge_programs(draw, ops=EDGE_ALL, given=False, errors=True, hooks=True, seco
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
     klass = draw(st.sampled_from(sorted(EDGE_SHAPES)))
     shape = tuple(draw(st.sampled_from(EDGE_SHAPES[klass])))
-    kind = draw(st.sampled_from(["ints", "positive", "normal"]))
+    kind = draw(st.sampled_from(("ints", "positive", "normal")))
     inputs = [["x", _values(rng, shape, kind), True]]
     env = [("x", shape, kind == "positive")]
     if draw(st.booleans()):
         other = (shape if draw(st.booleans()) else ()) if given else _partner_shape(draw, shape)
-        okind = draw(st.sampled_from(["ints", "positive", "normal"]))
+        okind = draw(st.sampled_from(("ints", "positive", "normal")))
         inputs.append(["y", _values(rng, other, okind), draw(st.integers(0, 3)) > 0])
         env.append(("y", other, okind == "positive"))
     steps = []
@@ -282,7 +282,7 @@ def edge_programs(draw, ops=EDGE_ALL, given=False, errors=True, hooks=True, seco
         if op in EDGE_UNARY:
             args, out_shape = [a_name], a_shape
             if op == "pow":
-                p = draw(st.sampled_from([2.0, 3.0, -1.0, 0.0, 0.5, 1.5, 1.0]))
+                p = draw(st.sampled_from((2.0, 3.0, -1.0, 0.0, 0.5, 1.5, 1.0)))
                 if p in (0.5, 1.5, -1.0) and not a_pos:
                     continue
                 args, out_pos = [a_name, p], a_pos
@@ -291,7 +291,7 @@ def edge_programs(draw, ops=EDGE_ALL, given=False, errors=True, hooks=True, seco
             out_pos = out_pos or op in ("exp", "sigmoid")
         elif op in EDGE_BINARY:
             if draw(st.integers(0, 2)) == 0:
-                number = draw(st.sampled_from([2.0, -0.5, 3.0]))
+                number = draw(st.sampled_from((2.0, -0.5, 3.0)))
                 args = [number, a_name] if draw(st.booleans()) else [a_name, number]
                 if op == "div" and args[0] == number and not a_pos:
                     continue
@@ -362,14 +362,14 @@ def edge_programs(draw, ops=EDGE_ALL, given=False, errors=True, hooks=True, seco
         if len(lets) > 1 and draw(st.booleans()):
             target = draw(st.sampled_from(lets[:-1]))
             at = [k for k, s in enumerate(steps) if s[0] == "let" and s[1] == target][0]
-            steps.insert(at + 1, ["hook", target, 1, draw(st.sampled_from([None, 2.0, "shift"]))])
+            steps.insert(at + 1, ["hook", target, 1, draw(st.sampled_from((None, 2.0, "shift")))])
         if draw(st.booleans()):
             target = draw(st.sampled_from(lets))
             steps.append(["retain_grad", target])
             if draw(st.booleans()):
                 steps.append(["retain_grad", target])
         if draw(st.booleans()):
-            steps.append(["hook", "x", 2, draw(st.sampled_from([None, -1.0, "shift"]))])
+            steps.append(["hook", "x", 2, draw(st.sampled_from((None, -1.0, "shift")))])
     if last_shape == () or int(np.prod(last_shape)) == 1 and draw(st.booleans()):
         gradient = None
     else:
@@ -395,7 +395,7 @@ def _error_step(draw, env, ops):
     options = []
     if "sum" in ops or "mean" in ops:
         op = "sum" if "sum" in ops else "mean"
-        options.append(["attempt", "e", op, name, draw(st.sampled_from([n, -n - 1])), False])
+        options.append(["attempt", "e", op, name, draw(st.sampled_from((n, -n - 1))), False])
         if ndim:
             d = draw(st.integers(0, ndim - 1))
             options.append(["attempt", "e", op, name, [d, d - ndim], draw(st.booleans())])
@@ -406,14 +406,14 @@ def _error_step(draw, env, ops):
     if "reshape" in ops:
         options.append(["attempt", "e", "reshape", name, [int(np.prod(shape)) + 1]])
     if "transpose" in ops:
-        options.append(["attempt", "e", "transpose", name, 0, draw(st.sampled_from([n, -n - 1]))])
+        options.append(["attempt", "e", "transpose", name, 0, draw(st.sampled_from((n, -n - 1)))])
     if "max" in ops:
-        options.append(["attempt", "e", "max", name, draw(st.sampled_from([n, -n - 1])), False])
+        options.append(["attempt", "e", "max", name, draw(st.sampled_from((n, -n - 1))), False])
         if 0 in shape:
             options.append(["attempt", "e", "max", name, shape.index(0), draw(st.booleans())])
     for op in ("softmax", "log_softmax"):
         if op in ops:
-            options.append(["attempt", "e", op, name, draw(st.sampled_from([n, -n - 1]))])
+            options.append(["attempt", "e", op, name, draw(st.sampled_from((n, -n - 1)))])
     if "sum_to_size" in ops and ndim:
         options.append(["attempt", "e", "sum_to_size", name, [s + 2 for s in shape]])
     return draw(st.sampled_from(options)) if options else None

@@ -45,7 +45,7 @@ def test_one_model_and_empty_batch(student):
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**16), models=st.integers(1, 4), batch=st.integers(1, 5), d=st.integers(1, 5),
        h=st.integers(1, 6), c=st.integers(1, 3), same_input=st.booleans(),
-       kind=st.sampled_from(["mlp", "mlp", "nested", "batchnorm"]))
+       kind=st.sampled_from(("mlp", "mlp", "nested", "batchnorm")))
 def test_generated(student, seed, models, batch, d, h, c, same_input, kind):
     check(student, seed, models, batch, d, h, c, same_input, kind)
 

@@ -68,7 +68,7 @@ def test_spec_not_torch(student, name):
 @pytest.mark.weight(6)
 @settings(max_examples=30)
 @given(name=st.sampled_from(sorted(BATTERY)), seed=st.integers(0, 2**16), n=st.integers(1, 4),
-       tolerances=st.sampled_from([None, None, None, {"rtol": 1e-2}, {"atol": 1e-3, "rtol": 0.0}, {"eps": 1e-4}]))
+       tolerances=st.sampled_from((None, None, None, {"rtol": 1e-2}, {"atol": 1e-3, "rtol": 0.0}, {"eps": 1e-4})))
 def test_generated_battery(student, name, seed, n, tolerances):
     check_verdict(student, name, seed, n, tolerances)
 
@@ -137,7 +137,7 @@ def test_analytical_jacobian(student, name):
 @pytest.mark.weight(2)
 @settings(max_examples=8)
 @given(name=st.sampled_from(sorted(BATTERY)), seed=st.integers(0, 2**16), n=st.integers(1, 3),
-       which=st.sampled_from(["numerical", "analytical"]))
+       which=st.sampled_from(("numerical", "analytical")))
 def test_generated_jacobians(student, name, seed, n, which):
     if name == "square_noisy_within_atol" and which == "analytical":
         name = "square_ok"  # its backward's noise differs between processes

@@ -54,7 +54,7 @@ def test_small(student):
 @pytest.mark.weight(4)
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**16), batch=st.integers(1, 6), d=st.integers(1, 5), h=st.integers(1, 6),
-       c=st.integers(2, 4), kind=st.sampled_from(["mlp", "mlp", "nested", "flatten"]), impl=st.sampled_from(["vmap", "vmap", "loop"]))
+       c=st.integers(2, 4), kind=st.sampled_from(("mlp", "mlp", "nested", "flatten")), impl=st.sampled_from(("vmap", "vmap", "loop")))
 def test_generated(student, seed, batch, d, h, c, kind, impl):
     check(student, *case(seed, batch, d, h, c, kind), impl=impl, kind=kind)
 

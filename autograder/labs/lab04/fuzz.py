@@ -30,16 +30,16 @@ def reference():
 
 
 TYPES = ["Tensor", "Tensor[]", "int", "float", "bool", "Scalar", "str", "Tensor?", "ScalarType?", "int[]", "Scalar?"]
-LITERALS = {"int": st.integers(-20, 20).map(str), "float": st.sampled_from(["0.5", "-1.5", "1e-3", "2.0", "-0.0"]),
-            "bool": st.sampled_from(["True", "False"]), "Scalar": st.sampled_from(["1", "-2", "0.25"]),
-            "str": st.sampled_from(['"x"', '"hello world"', '""', "'single'"]), "Tensor?": st.just("None"),
-            "ScalarType?": st.just("None"), "Scalar?": st.sampled_from(["None", "3"])}
+LITERALS = {"int": st.integers(-20, 20).map(str), "float": st.sampled_from(("0.5", "-1.5", "1e-3", "2.0", "-0.0")),
+            "bool": st.sampled_from(("True", "False")), "Scalar": st.sampled_from(("1", "-2", "0.25")),
+            "str": st.sampled_from(('"x"', '"hello world"', '""', "'single'")), "Tensor?": st.just("None"),
+            "ScalarType?": st.just("None"), "Scalar?": st.sampled_from(("None", "3"))}
 
 
 @st.composite
 def schema_texts(draw):
     """Valid schemas: no required positional argument after a defaulted one."""
-    names = draw(st.lists(st.sampled_from(["self", "other", "x", "y", "alpha", "dim", "out_dtype", "w", "p"]), unique=True, max_size=6))
+    names = draw(st.lists(st.sampled_from(("self", "other", "x", "y", "alpha", "dim", "out_dtype", "w", "p")), unique=True, max_size=6))
     star = draw(st.integers(0, len(names)))
     use_star = draw(st.booleans())
     pieces, seen_default = [], False
@@ -54,10 +54,10 @@ def schema_texts(draw):
         has = typ in LITERALS and (must or draw(st.booleans()))
         seen_default |= has and not kw
         pieces.append(f"{typ} {name}" + (f"={draw(LITERALS[typ])}" if has else ""))
-    rets = draw(st.lists(st.sampled_from(["Tensor", "int", "Tensor[]", "float"]), max_size=3))
+    rets = draw(st.lists(st.sampled_from(("Tensor", "int", "Tensor[]", "float")), max_size=3))
     ret = rets[0] if len(rets) == 1 and draw(st.booleans()) else "(" + ", ".join(rets) + ")"
-    sep = draw(st.sampled_from([", ", ",", " , "]))
-    return f"{draw(st.sampled_from(['ipt', 'my_ns']))}::{draw(st.sampled_from(['f', 'g2', 'op_x']))}({sep.join(pieces)}) -> {ret}"
+    sep = draw(st.sampled_from((", ", ",", " , ")))
+    return f"{draw(st.sampled_from(('ipt', 'my_ns')))}::{draw(st.sampled_from(('f', 'g2', 'op_x')))}({sep.join(pieces)}) -> {ret}"
 
 
 def check_schema(text, args, kwargs):
@@ -102,7 +102,7 @@ def run(examples: int = 50) -> int:
 
     @budget
     @given(text=schema_texts(), args=st.lists(st.integers(0, 9), max_size=5),
-           kwargs=st.dictionaries(st.sampled_from(["self", "x", "alpha", "dim", "w", "zz"]), st.integers(), max_size=3))
+           kwargs=st.dictionaries(st.sampled_from(("self", "x", "alpha", "dim", "w", "zz")), st.integers(), max_size=3))
     def schemas(text, args, kwargs):
         nonlocal count
         check_schema(text, args, kwargs)
@@ -111,7 +111,7 @@ def run(examples: int = 50) -> int:
     @budget
     @given(a=st.lists(st.integers(0, 12), max_size=6), b=st.lists(st.integers(0, 12), max_size=6), key=st.integers(0, 12),
            tensors=st.lists(st.lists(st.integers(0, 12), max_size=4), max_size=3),
-           guards=st.lists(st.tuples(st.sampled_from(["include", "exclude"]), st.lists(st.integers(0, 12), max_size=3)).map(list), max_size=4),
+           guards=st.lists(st.tuples(st.sampled_from(("include", "exclude")), st.lists(st.integers(0, 12), max_size=3)).map(list), max_size=4),
            raise_at=st.none() | st.integers(0, 4))
     def keysets(a, b, key, tensors, guards, raise_at):
         nonlocal count
@@ -131,10 +131,10 @@ def run(examples: int = 50) -> int:
         assert got == want, (prog, got, want)
         count += 2
 
-    shapes = st.sampled_from([(), (0,), (0, 3), (1,), (1, 1), (5,), (2, 3), (2, 1, 3)])
+    shapes = st.sampled_from(((), (0,), (0, 3), (1,), (1, 1), (5,), (2, 3), (2, 1, 3)))
 
     @settings(parent=budget, max_examples=max(5, examples // 5))
-    @given(shape=shapes, dtype=st.sampled_from([np.float32, np.float64]), beta=st.sampled_from([0.25, 1.0, 2.5, -1.5, 10.0]),
+    @given(shape=shapes, dtype=st.sampled_from((np.float32, np.float64)), beta=st.sampled_from((0.25, 1.0, 2.5, -1.5, 10.0)),
            seed=st.integers(0, 10_000))
     def softplus(shape, dtype, beta, seed):
         nonlocal count

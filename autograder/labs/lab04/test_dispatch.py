@@ -36,15 +36,15 @@ def test_parse_schema(student):
 
 
 TYPES = ["Tensor", "Tensor[]", "int", "float", "bool", "Scalar", "str", "Tensor?", "ScalarType?", "int[]"]
-LITERALS = {"int": st.integers(-20, 20).map(str), "float": st.sampled_from(["0.5", "-1.5", "1e-3", "2.0"]),
-            "bool": st.sampled_from(["True", "False"]), "Scalar": st.sampled_from(["1", "-2", "0.25"]),
-            "str": st.sampled_from(['"x"', '"hello world"', '""']), "Tensor?": st.just("None"),
+LITERALS = {"int": st.integers(-20, 20).map(str), "float": st.sampled_from(("0.5", "-1.5", "1e-3", "2.0")),
+            "bool": st.sampled_from(("True", "False")), "Scalar": st.sampled_from(("1", "-2", "0.25")),
+            "str": st.sampled_from(('"x"', '"hello world"', '""')), "Tensor?": st.just("None"),
             "ScalarType?": st.just("None")}
 
 
 @st.composite
 def schemas(draw):
-    names = draw(st.lists(st.sampled_from(["self", "other", "x", "y", "alpha", "dim", "out_dtype", "w"]), unique=True, max_size=5))
+    names = draw(st.lists(st.sampled_from(("self", "other", "x", "y", "alpha", "dim", "out_dtype", "w")), unique=True, max_size=5))
     star = draw(st.integers(0, len(names)))
     pieces, defaults_started = [], False
     for i, name in enumerate(names):
@@ -55,9 +55,9 @@ def schemas(draw):
         if want_default and i < star:
             defaults_started = True
         pieces.append(f"{typ} {name}" + (f"={draw(LITERALS[typ])}" if want_default else ""))
-    rets = draw(st.lists(st.sampled_from(["Tensor", "int", "Tensor[]", "float"]), max_size=3))
+    rets = draw(st.lists(st.sampled_from(("Tensor", "int", "Tensor[]", "float")), max_size=3))
     ret = rets[0] if len(rets) == 1 and draw(st.booleans()) else "(" + ", ".join(rets) + ")"
-    return f"ipt::{draw(st.sampled_from(['f', 'g2', 'op_x']))}({', '.join(pieces)}) -> {ret}"
+    return f"ipt::{draw(st.sampled_from(('f', 'g2', 'op_x')))}({', '.join(pieces)}) -> {ret}"
 
 
 @pytest.mark.weight(2)
@@ -206,8 +206,8 @@ def test_errors_propagate_and_restore_tls(student):
 
 
 KEY = st.integers(1, 12)
-KINDS = st.sampled_from(["kernel", "fallthrough", "redispatch", "redispatch", "redispatch_guarded", "raise"])
-FB_KINDS = st.sampled_from(["boxed", "fallthrough", "boxed_redispatch", "boxed_redispatch", "raise"])
+KINDS = st.sampled_from(("kernel", "fallthrough", "redispatch", "redispatch", "redispatch_guarded", "raise"))
+FB_KINDS = st.sampled_from(("boxed", "fallthrough", "boxed_redispatch", "boxed_redispatch", "raise"))
 
 
 @st.composite
@@ -216,20 +216,20 @@ def tables(draw):
     kernels = {str(k): draw(KINDS) for k in draw(st.lists(st.sampled_from(keys), unique=True))}
     fallbacks = {str(k): draw(FB_KINDS) for k in draw(st.lists(KEY, unique=True, max_size=5))}
     if draw(st.integers(0, 4)):
-        kernels.setdefault("1", draw(st.sampled_from(["kernel", "fallthrough"])))
+        kernels.setdefault("1", draw(st.sampled_from(("kernel", "fallthrough"))))
     calls = []
     for _ in range(draw(st.integers(1, 3))):
         c = {"tensors": [draw(st.lists(st.sampled_from(keys + [1]), max_size=4)),
                          draw(st.lists(st.lists(st.sampled_from(keys), max_size=3), max_size=2))],
              "include": draw(st.lists(KEY, max_size=2)), "exclude": draw(st.lists(KEY, max_size=2)),
-             "style": draw(st.sampled_from(["positional", "keywords", "others_by_name"]))}
+             "style": draw(st.sampled_from(("positional", "keywords", "others_by_name")))}
         if draw(st.booleans()):
             c["n"] = draw(st.integers(-3, 9))
         if draw(st.booleans()):
             c["k"] = draw(st.integers(-3, 9))
         calls.append(c)
     out = {"calls": calls, "returns": draw(st.integers(0, 2)), "kernels": kernels, "fallbacks": fallbacks,
-           "order": draw(st.sampled_from(["define_first", "fallback_first"]))}
+           "order": draw(st.sampled_from(("define_first", "fallback_first")))}
     if draw(st.integers(0, 3)) == 0:
         out["fallback_overrides"] = {str(k): draw(FB_KINDS) for k in draw(st.lists(KEY, unique=True, min_size=1, max_size=2))}
     if draw(st.integers(0, 3)) == 0:

@@ -85,7 +85,7 @@ def test_guard_restores_after_exception(student):
 @settings(max_examples=25)
 @given(tensors=st.lists(st.one_of(KEYLIST, st.lists(KEYLIST, min_size=0, max_size=3),
                                   st.builds(lambda ks: {"tuple": ks}, st.lists(KEYLIST, max_size=2))), max_size=3),
-       guards=st.lists(st.tuples(st.sampled_from(["include", "exclude"]), KEYLIST), max_size=4),
+       guards=st.lists(st.tuples(st.sampled_from(("include", "exclude")), KEYLIST), max_size=4),
        raise_at=st.none() | st.integers(0, 4))
 def test_generated_tls(student, tensors, guards, raise_at):
     guards = [list(g) for g in guards]

@@ -79,15 +79,15 @@ def test_second_program_same_values(student):
     check_program(student, tensors, program)
 
 
-OPS = st.sampled_from(["add", "mul", "square", "axpy", "split2", "stack_sum", "log_it", "triple", "fail"])
-GUARD = st.none() | st.tuples(st.sampled_from(["include", "exclude"]),
-                              st.lists(st.sampled_from([ADIOV, AG, TR, AUTOCAST]), min_size=1, max_size=2)).map(list)
+OPS = st.sampled_from(("add", "mul", "square", "axpy", "split2", "stack_sum", "log_it", "triple", "fail"))
+GUARD = st.none() | st.tuples(st.sampled_from(("include", "exclude")),
+                              st.lists(st.sampled_from((ADIOV, AG, TR, AUTOCAST)), min_size=1, max_size=2)).map(list)
 
 
 @st.composite
 def programs(draw):
     n = draw(st.integers(1, 3))
-    tensors = [[sorted(set([CPU] + draw(st.lists(st.sampled_from([ADIOV, AG, TR, AUTOCAST]), max_size=3)))), draw(st.booleans()),
+    tensors = [[sorted(set([CPU] + draw(st.lists(st.sampled_from((ADIOV, AG, TR, AUTOCAST)), max_size=3)))), draw(st.booleans()),
                 float(draw(st.integers(-3, 3)))] for _ in range(n)]
     program, count = [], n
     for _ in range(draw(st.integers(1, 5))):

@@ -126,7 +126,7 @@ def run(examples: int) -> int:
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(oracle.traces(max_size=40, bad_frees=True, empty_cache=True),
-           st.sampled_from([24 * MiB, 40 * MiB, 100 * MiB, 1 << 32]),
+           st.sampled_from((24 * MiB, 40 * MiB, 100 * MiB, 1 << 32)),
            st.lists(st.one_of(st.integers(0, 1 << 31), oracle.BOUNDARY), max_size=20))
     def one(events, capacity, sizes):
         compare_sizes(sizes)

@@ -38,7 +38,7 @@ def test_best_fit_smallest_then_lowest_address(student):
 
 
 @settings(max_examples=10)
-@given(st.lists(st.tuples(st.integers(0, 200), st.sampled_from([1, 2, 3, 4, 8, 16, 64, 2048, 2049, 4096])),
+@given(st.lists(st.tuples(st.integers(0, 200), st.sampled_from((1, 2, 3, 4, 8, 16, 64, 2048, 2049, 4096))),
                 min_size=0, max_size=25, unique_by=lambda t: t[0]),
        st.lists(st.integers(1, 4100), min_size=1, max_size=10))
 def test_best_fit_random(student, raw, reqs):

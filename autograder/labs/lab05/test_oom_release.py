@@ -44,7 +44,7 @@ def test_fixed(student, name):
 
 @settings(max_examples=20)
 @given(oracle.traces(sizes=st.one_of(st.integers(1, MiB), st.integers(MiB, 30 * MiB), oracle.BOUNDARY), empty_cache=True),
-       st.sampled_from([24, 26, 40, 64, 100]))
+       st.sampled_from((24, 26, 40, 64, 100)))
 def test_generated_small_device(student, events, cap_mib):
     _check(student, events, cap_mib * MiB)
 

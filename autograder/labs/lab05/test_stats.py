@@ -55,7 +55,7 @@ def test_fixed(student, name):
 
 
 @settings(max_examples=15)
-@given(oracle.traces(max_size=40, bad_frees=True, empty_cache=True), st.sampled_from([32, 64, 4096]))
+@given(oracle.traces(max_size=40, bad_frees=True, empty_cache=True), st.sampled_from((32, 64, 4096)))
 def test_generated(student, events, cap_mib):
     _check(student, events, cap_mib * MiB)
 
@@ -68,7 +68,7 @@ def states(draw):
     """Segments cut into blocks (no two free neighbours), plus arbitrary stat values P0 chose."""
     segments, addr = [], B
     for _ in range(draw(st.integers(0, 4))):
-        pool = draw(st.sampled_from(["small", "large"]))
+        pool = draw(st.sampled_from(("small", "large")))
         sizes = draw(st.lists(st.integers(1, 40), min_size=1, max_size=6))
         rows, a, prev_free = [], addr, False
         for k in sizes:

@@ -60,7 +60,7 @@ def test_generated(student, events):
 
 @settings(max_examples=6)
 @given(oracle.traces(max_size=30, sizes=st.one_of(st.integers(1, 2 * MiB), st.integers(2 * MiB, 16 * MiB))),
-       st.sampled_from([40, 64]))
+       st.sampled_from((40, 64)))
 def test_generated_small_device(student, events, cap_mib):
     assume(not oracle.run(events, cap_mib * MiB)["ooms"])
     _check(student, events, cap_mib * MiB, f"a generated trace on a {cap_mib} MiB device")

@@ -78,7 +78,7 @@ def test_negative_constant_operands(student, program):
 def programs(draw):
     n = draw(st.integers(2, 9))
     return [[draw(st.sampled_from(PROGRAM_OPS)), draw(st.integers(0, 20)), draw(st.integers(0, 20)),
-             draw(st.sampled_from([0.5, 2.0, -3.0, 1]))] for _ in range(n)]
+             draw(st.sampled_from((0.5, 2.0, -3.0, 1)))] for _ in range(n)]
 
 
 @pytest.mark.weight(3)

@@ -70,7 +70,7 @@ def test_control_flow_raises_and_restores(student):
 def programs(draw):
     n = draw(st.integers(2, 9))
     return [[draw(st.sampled_from(PROGRAM_OPS)), draw(st.integers(0, 20)), draw(st.integers(0, 20)),
-             draw(st.sampled_from([0.5, 2.0, -3.0, 1]))] for _ in range(n)]
+             draw(st.sampled_from((0.5, 2.0, -3.0, 1)))] for _ in range(n)]
 
 
 @pytest.mark.weight(4)

@@ -77,8 +77,8 @@ def programs(draw):
     B = draw(st.sampled_from(kinds))
     ops = draw(st.lists(st.one_of(st.tuples(st.just("u"), st.sampled_from(UNARY)),
                                   st.tuples(st.just("b"), st.sampled_from(BINARY))), min_size=1, max_size=3))
-    red = draw(st.one_of(st.none(), st.tuples(st.sampled_from(["sum", "mean", "amax"]),
-                                              st.sampled_from(["last", "last_pos", "all_fwd", "all_rev_neg", "none"]),
+    red = draw(st.one_of(st.none(), st.tuples(st.sampled_from(("sum", "mean", "amax")),
+                                              st.sampled_from(("last", "last_pos", "all_fwd", "all_rev_neg", "none")),
                                               st.booleans())))
     if red is not None and red[0] == "amax" and math.prod(S) == 0:
         red = None            # torch raises for an empty amax
