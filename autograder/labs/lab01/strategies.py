@@ -22,10 +22,29 @@ def examples(n: int) -> settings:
                     suppress_health_check=list(HealthCheck))
 
 
+def reuse(make):
+    """One strategy object per hashable set of arguments. hypothesis validates a strategy object, and works out
+    its properties, on its first draw: a fresh object per draw costs more than the draw itself."""
+    made = {}
+
+    @functools.wraps(make)
+    def strategy(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:   # a list argument (a fixed shape): a strategy of its own, as before
+            return make(*args, **kwargs)
+        if key not in made:
+            made[key] = make(*args, **kwargs)
+        return made[key]
+    return strategy
+
+
 # ---------------------------------------------------------------------------------------------
 # layouts
 
 
+@reuse
 @st.composite
 def layouts(draw, shape=None, min_dim=1, max_dim=4, min_size=1, max_size=4, max_numel=96,
             gaps=True, odd_size1=True, zero_strides=False, offsets=True, order=None, dtype="int64"):
@@ -77,6 +96,7 @@ def prime_factors(n: int) -> list[int]:
     return out
 
 
+@reuse
 @st.composite
 def factor_shapes(draw, numel: int, max_dim=5):
     """A shape with exactly `numel` elements (numel >= 1), size-1 dims included now and then."""
@@ -92,16 +112,22 @@ def factor_shapes(draw, numel: int, max_dim=5):
 
 
 # ---------------------------------------------------------------------------------------------
-# ops, drawn against the current torch tensor
+# ops, drawn against the current torch tensor (a strategy per shape: `view_op(t)` is `_view_op(t.shape)`)
 
 
 _VIEW_KINDS = st.sampled_from(("exact",) * 6 + ("infer",) * 3 + ("wrong", "two_infer", "negative"))
 
 
+def view_op(current):
+    return _view_op(tuple(current.shape))
+
+
+@reuse
 @st.composite
-def view_op(draw, current):
-    """A view or reshape to a shape built from the current element count; sometimes invalid."""
-    numel = current.numel()
+def _view_op(draw, current):
+    """A view or reshape to a shape built from the current element count (`current`: the current shape);
+    sometimes invalid."""
+    numel = math.prod(current)
     name = draw(st.sampled_from(("view", "view", "reshape")))
     kind = draw(_VIEW_KINDS)
     sizes = draw(factor_shapes(numel)) if numel >= 1 else [0]
@@ -130,6 +156,7 @@ _STEPS = st.sampled_from((None, None, 1, 2, 2, 3))
 _ODD_STEPS = st.sampled_from((None, None, 1, 2, 2, 3, -1, 0))
 
 
+@reuse
 @st.composite
 def slice_item(draw, size):
     bound = st.one_of(st.none(), st.integers(-size - 2, size + 2))
@@ -138,6 +165,7 @@ def slice_item(draw, size):
     return {"slice": [start, stop, step]}
 
 
+@reuse
 @st.composite
 def index_item(draw, size):
     if draw(st.integers(0, 2)) == 0:
@@ -147,9 +175,14 @@ def index_item(draw, size):
     return draw(st.integers(-size, size - 1)) if size > 0 else 0
 
 
+def indexing_op(current):
+    return _indexing_op(tuple(current.shape))
+
+
+@reuse
 @st.composite
-def indexing_op(draw, current):
-    shape = list(current.shape)
+def _indexing_op(draw, current):
+    shape = list(current)
     ndim = len(shape)
     if ndim == 0:
         return draw(st.sampled_from((["getitem", []], ["getitem", 0], ["getitem", [0]],
@@ -186,9 +219,14 @@ def indexing_op(draw, current):
     return ["getitem", items]
 
 
+def expand_op(current):
+    return _expand_op(tuple(current.shape))
+
+
+@reuse
 @st.composite
-def expand_op(draw, current):
-    shape = list(current.shape)
+def _expand_op(draw, current):
+    shape = list(current)
     sizes = []
     bad = draw(st.integers(0, 6)) == 0
     for n in shape:
@@ -216,8 +254,9 @@ def expand_op(draw, current):
 _AS_STRIDED_KINDS = st.sampled_from(("fits",) * 6 + ("default", "oob", "negative_stride", "length", "negative_offset"))
 
 
+@reuse
 @st.composite
-def as_strided_op(draw, current, storage_size):
+def as_strided_op(draw, storage_size):
     ndim = draw(st.integers(0, 3))
     size = [draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, 4)) for _ in range(ndim)]
     stride = [draw(st.integers(0, 5)) for _ in range(ndim)]
@@ -255,6 +294,7 @@ def run_chain(draw, base, op_strategy, length):
     return ops
 
 
+@reuse
 @st.composite
 def chains(draw, layout_strategy, op_strategy, min_ops=1, max_ops=3):
     base = draw(layout_strategy)
@@ -266,6 +306,7 @@ def chains(draw, layout_strategy, op_strategy, min_ops=1, max_ops=3):
 # broadcasting
 
 
+@reuse
 @st.composite
 def broadcastable_shapes(draw, max_dim=4, max_size=4, count=(1, 4), allow_bad=True):
     """Shapes that broadcast to a common target (sometimes perturbed so they do not)."""

@@ -53,7 +53,7 @@ def test_fixed(student, name):
 @st.composite
 def as_strided_cases(draw):
     base = draw(layouts(min_dim=0, max_dim=3, zero_strides=True, dtype=draw(st.sampled_from(("int64", "float64")))))
-    ops = [draw(as_strided_op(None, base["size"]))]
+    ops = [draw(as_strided_op(base["size"]))]
     if draw(st.booleans()):
         ops.append(["contiguous"])
     return base, ops
