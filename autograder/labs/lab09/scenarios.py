@@ -84,6 +84,7 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks, emit):
         store.set_timeout(patience)
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=delta)
     group = dist.new_group(group_ranks) if group_ranks else None    # every rank calls it, members or not
+    failed = False
     try:
         for case in cases:
             try:
@@ -91,6 +92,7 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks, emit):
             except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
                 emit("case", {"error": type(exc).__name__[:80], "message": str(exc)[:200]})
                 if not case.get("expect_error"):
+                    failed = True
                     break
     finally:
         store.add("done", 1)
@@ -98,7 +100,8 @@ def _rank(sub, rank, world, port, folder, cases, timeout, group_ranks, emit):
             deadline = time.monotonic() + timeout
             while int(store.add("done", 0)) < world and time.monotonic() < deadline:
                 time.sleep(0.005)
-        dist.destroy_process_group()
+        if not failed:   # a failed rank's world is lost, and tearing its group down where a peer has died (gloo
+            dist.destroy_process_group()   # aborts a rank on a collective mismatch) spins at full CPU for 5 s
 
 
 def world(sub, port, world, seat, cases, timeout, group=None):

@@ -302,7 +302,8 @@ def _rank(sub, rank, world, port, folder, part, spec, arrays, timeout, group_ran
                 time.sleep(0.005)
         except Exception:  # noqa: BLE001 - the referee serving the store left once everyone was done
             pass
-        dist.destroy_process_group()
+        if not failed:   # a failed rank's world is lost, and tearing its group down where a peer has died (gloo
+            dist.destroy_process_group()   # aborts a rank on a collective mismatch) spins at full CPU for 5 s
 
 
 def world(sub, port, world, seat, part, spec, arrays, timeout, group=None):
