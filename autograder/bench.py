@@ -3,8 +3,8 @@
 Same submissions for both (the lab's bundled examples), runs interleaved (ours, theirs, ours, ...),
 medians reported. Prints, per lab: wall and CPU seconds per submission (CPU of the whole process tree,
 student processes included), the mean CPU per submission split into the grader's side and the learner's
-sandboxes (engine/p0fork.py sandbox_cpu_seconds), `time ratio ours/nbgrader: X.XX`, batch throughput at -j1 and -j2, the
-projected time for a class of 200 at -j2, and the confinement overhead per test module; then a table
+sandboxes (engine/p0fork.py sandbox_cpu_seconds), `time ratio ours/nbgrader: X.XX`, batch throughput at -j1
+and -j2, the projected time for a class of 200 at -j2, and the confinement overhead per test module; then a table
 over all labs benchmarked.
 
 Once per batch, P0's fork server starts each lab's templates (engine/sandbox.py start_template and

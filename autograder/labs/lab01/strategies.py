@@ -79,10 +79,8 @@ def layouts(draw, shape=None, min_dim=1, max_dim=4, min_size=1, max_size=4, max_
     return oracle.layout(shape, stride, offset, extra, dtype)
 
 
-@functools.cache
+@reuse   # hypothesis also parses the source of each new filter
 def _shapes(ndim, min_size, max_size, max_numel):
-    # one strategy object per signature: hypothesis validates a new one, and parses its filter's source, on
-    # its first draw
     return st.lists(st.integers(min_size, max_size), min_size=ndim, max_size=ndim).filter(lambda s: math.prod(s) <= max_numel)
 
 
