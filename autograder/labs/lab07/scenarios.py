@@ -6,6 +6,7 @@ for `aot_graphs`, which it runs with its own reference planner. So this module h
 """
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -440,6 +441,21 @@ def op_kernel(sub, op, arrays, name=None):
     return data
 
 
+def op_sources(sub, ops):
+    """generate_kernel for the whole graph of each op, as op_kernel makes it, without building or running it:
+    per op its kernel as data, or its error. The grader's clean room compiles these ahead in one batch."""
+    no_inductor()
+    out = []
+    for op in ops:
+        try:
+            gm = op_graph(op, sub.DECOMPOSITIONS)
+            out.append(_kernel_data(sub.generate_kernel(gm, [n.name for n in gm.graph.nodes if n.op == "call_function"],
+                                                        f"op_{op}")))
+        except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
+            out.append(_error(exc))
+    return out
+
+
 def build_cache(sub, name, scale, shift):
     """Build one source three times (twice as the same text, once changed); the constants are the grader's."""
     no_inductor()
@@ -754,55 +770,121 @@ def _harness_main():
     return _MAIN_OBJ["path"]
 
 
-def _executable(kernels):
-    """Compile each kernel source as its own translation unit, check its symbols, link with the harness."""
-    import hashlib
-    import subprocess
-    import tempfile
-    key = hashlib.sha256(repr([(k["name"], k["source"], k["n_in"], k["n_out"]) for k in kernels]).encode()).hexdigest()
-    if key in _EXE:
-        return _EXE[key]
-    folder = tempfile.mkdtemp(prefix="clean-")
+def _key(kernel):
+    """A kernel spec's whole text: what a compiled kernel is found by."""
+    return (kernel["name"], kernel["source"], int(kernel["n_in"]), int(kernel["n_out"]))
+
+
+def _compile(kernels, folder, timeout=120):
+    """Each kernel source as its own translation unit kJ.c, all in one compiler run (the driver goes on past a
+    source that does not compile): the compiler's run, and the indices whose object file was made."""
     for j, k in enumerate(kernels):
         with open(os.path.join(folder, f"k{j}.c"), "w") as f:
             f.write(k["source"])
-    proc = _retry_cc([*CLEAN_CC, "-c", *[f"k{j}.c" for j in range(len(kernels))]], folder)
-    if proc.returncode != 0:
-        _EXE[key] = {"error": "compile", "message": proc.stderr[-1500:]}
-        return _EXE[key]
-    objs = [os.path.join(folder, f"k{j}.o") for j in range(len(kernels))]
-    nm = subprocess.run(["nm", "-P", "-A", *[f"k{j}.o" for j in range(len(kernels))]], cwd=folder,
-                        capture_output=True, text=True, timeout=60)   # one call, each line prefixed "kJ.o: "
-    symbols = {f"k{j}.o": (set(), set()) for j in range(len(kernels))}   # object -> (defined, undefined)
-    for line in nm.stdout.splitlines():
-        obj, _, rest = line.partition(": ")
-        parts = rest.split()
-        if obj not in symbols or len(parts) < 2:
+    proc = _retry_cc([*CLEAN_CC, "-c", *[f"k{j}.c" for j in range(len(kernels))]], folder, timeout)
+    return proc, [j for j in range(len(kernels)) if os.path.exists(os.path.join(folder, f"k{j}.o"))]
+
+
+_SYMBOL = re.compile(r"^\s*\d+:\s+[0-9a-fA-F]+\s+\S+\s+\S+\s+(\S+)\s+\S+\s+(?:\[[^\]]*\]\s+)?(\S+)(?:\s+(\S+))?\s*$")
+
+
+def _symbol_problems(kernels, folder, made):
+    """For each index in `made`: why kernel kJ.o cannot be linked into the harness (None when it can): it must
+    define exactly one global symbol, its function, and refer to no symbol but math functions. One `readelf -sW`
+    lists every object's symbol table (a tenth of the CPU of `nm`, which loads binutils' plugins first); every
+    symbol bound GLOBAL, WEAK or UNIQUE counts, in section UND as a call, elsewhere as a definition."""
+    import subprocess
+    listing = subprocess.run(["readelf", "-sW", *[f"k{j}.o" for j in made]], cwd=folder,
+                             capture_output=True, text=True, timeout=60)
+    symbols = {f"k{j}.o": (set(), set()) for j in made}   # object -> (defined, undefined)
+    obj = f"k{made[0]}.o" if len(made) == 1 else None      # with several files, "File: kJ.o" heads each table
+    for line in listing.stdout.splitlines():
+        if line.startswith("File: "):
+            obj = line[6:].strip()
             continue
-        sym, kind = parts[0], parts[1]
-        if kind == "U":
-            symbols[obj][1].add(sym)
-        elif kind.isupper():
-            symbols[obj][0].add(sym)
-    for j, k in enumerate(kernels):
-        defined, undefined = symbols[f"k{j}.o"]
-        if nm.returncode != 0 or defined != {k["name"]}:
-            _EXE[key] = {"error": "symbols", "message": f"kernel {k['name']}: the source must define exactly one "
-                         f"global function, {k['name']}; it defines {sorted(defined)[:6]}"}
-            return _EXE[key]
+        match = _SYMBOL.match(line)
+        if obj not in symbols or not match or match.group(1) == "LOCAL" or not match.group(3):
+            continue
+        _, section, name = match.groups()
+        symbols[obj][1 if section == "UND" else 0].add(name)
+    problems = {}
+    for j in made:
+        k, (defined, undefined) = kernels[j], symbols[f"k{j}.o"]
         bad = sorted(s for s in undefined if not _symbol_ok(s))
-        if bad:
-            _EXE[key] = {"error": "symbols", "message": f"kernel {k['name']} calls {bad[:4]}: a kernel may call only "
-                         "math functions (expf, sinf, ...)"}
-            return _EXE[key]
+        problems[j] = None
+        if listing.returncode != 0 or defined != {k["name"]}:
+            problems[j] = (f"kernel {k['name']}: the source must define exactly one global function, {k['name']}; "
+                           f"it defines {sorted(defined)[:6]}")
+        elif bad:
+            problems[j] = f"kernel {k['name']} calls {bad[:4]}: a kernel may call only math functions (expf, sinf, ...)"
+    return problems
+
+
+def _link(kernels, folder, objs, timeout=120):
+    """The harness executable: its main program, the dispatch table of `kernels` (case j calls kernels[j]) and
+    the kernels' object files."""
     with open(os.path.join(folder, "dispatch.c"), "w") as f:
         f.write(_dispatch(kernels))
-    proc = _retry_cc([*CLEAN_CC, "dispatch.c", _harness_main(), *objs, "-o", "prog", "-lm"], folder)
+    return _retry_cc([*CLEAN_CC, "dispatch.c", _harness_main(), *objs, "-o", "prog", "-lm"], folder, timeout)
+
+
+_PREPARED = {}   # _key of a kernel compiled ahead (c_prepare) -> (its executable, the kernel's case in it)
+
+
+def _executable(kernels):
+    """Compile each kernel source as its own translation unit, check its symbols, link with the harness. A set
+    whose kernels were all compiled ahead into one executable (c_prepare) uses it; "index" maps each kernel of
+    the set to its case in the executable's dispatch table."""
+    import hashlib
+    import tempfile
+    ahead = [_PREPARED.get(_key(k)) for k in kernels]
+    if ahead and all(ahead) and len({id(exe) for exe, _ in ahead}) == 1:
+        return {**ahead[0][0], "index": [case for _, case in ahead]}
+    key = hashlib.sha256(repr([_key(k) for k in kernels]).encode()).hexdigest()
+    if key in _EXE:
+        return _EXE[key]
+    folder = tempfile.mkdtemp(prefix="clean-")
+    proc, made = _compile(kernels, folder)
+    if proc.returncode != 0 or len(made) != len(kernels):
+        _EXE[key] = {"error": "compile", "message": proc.stderr[-1500:]}
+        return _EXE[key]
+    problem = next((p for p in _symbol_problems(kernels, folder, made).values() if p), None)
+    if problem:
+        _EXE[key] = {"error": "symbols", "message": problem}
+        return _EXE[key]
+    proc = _link(kernels, folder, [os.path.join(folder, f"k{j}.o") for j in made])
     if proc.returncode != 0:
         _EXE[key] = {"error": "link", "message": proc.stderr[-1500:]}
         return _EXE[key]
-    _EXE[key] = {"path": os.path.join(folder, "prog"), "folder": folder}
+    _EXE[key] = {"path": os.path.join(folder, "prog"), "folder": folder, "index": list(range(len(kernels)))}
     return _EXE[key]
+
+
+def c_prepare(mod, kernels, timeout=45):
+    """Compile ahead, as one batch, kernels the grader will ask for one at a time (part `kernels`: every op's
+    kernel). Each source is still its own translation unit compiled with the lab's flags and checked alone; one
+    compiler run, one `nm` and one link serve them all, instead of one of each per kernel. Only a cache: c_values
+    finds a kernel here by its whole text (name, source, buffer counts) and compiles any other text on its own.
+    A kernel that does not compile or fails the symbol check is left out here; its own check reports why."""
+    import tempfile
+    batch, names = [], set()
+    for k in kernels:
+        if _key(k) not in _PREPARED and k["name"] not in names:
+            batch.append(k)
+            names.add(k["name"])
+    if not batch:
+        return {"prepared": 0}
+    folder = tempfile.mkdtemp(prefix="clean-ahead-")
+    _, made = _compile(batch, folder, timeout)
+    problems = _symbol_problems(batch, folder, made) if made else {}
+    good = [j for j in made if problems[j] is None]
+    if not good or _link([batch[j] for j in good], folder, [os.path.join(folder, f"k{j}.o") for j in good],
+                         timeout).returncode != 0:
+        return {"prepared": 0}
+    exe = {"path": os.path.join(folder, "prog"), "folder": folder}
+    for case, j in enumerate(good):
+        _PREPARED[_key(batch[j])] = (exe, case)
+    return {"prepared": len(good)}
 
 
 def _pin():
@@ -826,7 +908,7 @@ def c_values(mod, kernels, data):
         np.asarray(blob, dtype=np.uint8).tofile(inp)
         sizes = [str(int(b)) for b in list(k["in_bytes"]) + list(k["out_bytes"])]
         try:
-            proc = subprocess.run([exe["path"], "v", str(j), inp, out, str(k["n_in"]), str(k["n_out"]), *sizes],
+            proc = subprocess.run([exe["path"], "v", str(exe["index"][j]), inp, out, str(k["n_in"]), str(k["n_out"]), *sizes],
                                   capture_output=True, timeout=60)
         except subprocess.TimeoutExpired:
             results.append({"error": "timeout"})
@@ -856,7 +938,7 @@ def c_speed(mod, kernel, counts, reps, seed, docall):
     _pin()
     out_path = os.path.join(exe["folder"], f"speed-{seed}-{docall}.txt")
     with open(out_path, "w") as out:
-        p = subprocess.Popen([exe["path"], "t", "0", str(int(reps)), str(int(seed)), str(int(docall)), str(kernel["n_in"]),
+        p = subprocess.Popen([exe["path"], "t", str(exe["index"][0]), str(int(reps)), str(int(seed)), str(int(docall)), str(kernel["n_in"]),
                               str(kernel["n_out"]), *[str(int(c)) for c in counts]], stdout=out, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = 0

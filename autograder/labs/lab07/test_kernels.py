@@ -9,6 +9,7 @@ import torch
 
 from autograder.engine import replies
 from autograder.engine.plugin import case_seed
+from autograder.engine.student import StudentError
 from autograder.labs.lab07 import oracle
 
 LONG_SUM = "sum_long_row"          # graded by test_long_row_sum_precision, on inputs of its own
@@ -39,6 +40,27 @@ def inputs(op, seed, special):
     return arrays
 
 
+@pytest.fixture(scope="module")
+def ahead(student, clean_room):
+    """Once per part: every op's kernel from generate_kernel (one call), compiled by the clean room in one batch
+    (oracle.prepare_kernels). A cache, never a verdict: each test still asks for its own kernel, and the clean
+    room runs exactly the text that test received, from the batch only where the text is the same."""
+    ops = [*OPS, LONG_SUM]
+    try:
+        got = student.run_within(30, "op_sources", ops)
+    except StudentError:
+        return
+    kernels = []
+    for op, entry in zip(ops, got if isinstance(got, list) else [], strict=False):
+        try:
+            kernel = oracle.kernel_reply(entry, op)
+        except AssertionError:
+            continue
+        if kernel["name"] == f"op_{op}":
+            kernels.append(kernel)
+    oracle.prepare_kernels(clean_room, kernels)
+
+
 def check_op(student, clean_room, op, seed, special):
     arrays = inputs(op, seed, special)
     what = f"the kernel for `{op}`{' with special values (inf, 0, large)' if special else ''}"
@@ -66,7 +88,7 @@ COMPANION = {"size0": "bias_row", "size0_rowstat": "bias_col"}
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_op(student, clean_room, op):
+def test_op(student, clean_room, ahead, op):
     seed = case_seed(zlib.crc32(op.encode())) % 2**16
     for special in (False, True):  # plain values, then the same kernel with inf, 0 and large values among them
         check_op(student, clean_room, op, seed + special, special)
@@ -89,7 +111,7 @@ def long_sum_inputs(seed):
 
 
 @pytest.mark.weight(2)
-def test_long_row_sum_precision(student, clean_room, grading_seed):
+def test_long_row_sum_precision(student, clean_room, ahead, grading_seed):
     arrays = long_sum_inputs(grading_seed)
     what = ("the kernel for (a * b).sum(-1) over rows of 2**20 terms (a few large terms, a million small ones: "
             "accumulate a sum in double, a float running sum drops the small terms)")
