@@ -50,8 +50,10 @@ def ahead(student, clean_room):
         got = student.run_within(30, "op_sources", ops)
     except StudentError:
         return
+    if not isinstance(got, list) or len(got) != len(ops):
+        return
     kernels = []
-    for op, entry in zip(ops, got if isinstance(got, list) else [], strict=False):
+    for op, entry in zip(ops, got, strict=True):
         try:
             kernel = oracle.kernel_reply(entry, op)
         except AssertionError:
