@@ -425,13 +425,17 @@ def _kernel_data(kernel):
             "inputs": [str(n) for n in kernel.inputs], "outputs": [str(n) for n in kernel.outputs]}
 
 
+def _op_kernel(sub, op, name):
+    """The op's graph and the learner's kernel for the whole of it (all its call_function nodes)."""
+    gm = op_graph(op, sub.DECOMPOSITIONS)
+    return gm, sub.generate_kernel(gm, [n.name for n in gm.graph.nodes if n.op == "call_function"], name)
+
+
 def op_kernel(sub, op, arrays, name=None):
     """Generate one kernel for the whole graph of one op (all its call_function nodes) and run it with run_kernel.
     The grader runs the returned source itself; `values` are what the learner's runner gave."""
     no_inductor()
-    gm = op_graph(op, sub.DECOMPOSITIONS)
-    group = [n.name for n in gm.graph.nodes if n.op == "call_function"]
-    kernel = sub.generate_kernel(gm, group, name or f"op_{op}")
+    gm, kernel = _op_kernel(sub, op, name or f"op_{op}")
     data = _kernel_data(kernel)
     by_name = {n.name: torch.from_numpy(np.array(a, dtype=np.float32))
                for n, a in zip([n for n in gm.graph.nodes if n.op == "placeholder"], arrays)}
@@ -448,9 +452,7 @@ def op_sources(sub, ops):
     out = []
     for op in ops:
         try:
-            gm = op_graph(op, sub.DECOMPOSITIONS)
-            out.append(_kernel_data(sub.generate_kernel(gm, [n.name for n in gm.graph.nodes if n.op == "call_function"],
-                                                        f"op_{op}")))
+            out.append(_kernel_data(_op_kernel(sub, op, f"op_{op}")[1]))
         except Exception as exc:  # noqa: BLE001 - the learner's error is a value here
             out.append(_error(exc))
     return out
@@ -863,7 +865,7 @@ def _executable(kernels):
 def c_prepare(mod, kernels, timeout=45):
     """Compile ahead, as one batch, kernels the grader will ask for one at a time (part `kernels`: every op's
     kernel). Each source is still its own translation unit compiled with the lab's flags and checked alone; one
-    compiler run, one `nm` and one link serve them all, instead of one of each per kernel. Only a cache: c_values
+    compiler run, one symbol listing and one link serve them all, instead of one of each per kernel. Only a cache: c_values
     finds a kernel here by its whole text (name, source, buffer counts) and compiles any other text on its own.
     A kernel that does not compile or fails the symbol check is left out here; its own check reports why."""
     import tempfile
