@@ -214,7 +214,6 @@ def serve() -> None:
             referee.start_template(job["referee"])
         _learn()
         _known.update(sys.modules)
-        _scan_for_hypothesis()
         gc.freeze()  # a run's collections skip everything the server holds (see the docstring)
         pid = os.fork()
         if pid == 0:
@@ -226,17 +225,6 @@ def serve() -> None:
         if module is not None:
             module.stop_own_templates()
     _reap(block=True)   # so the CPU of every run (and template) counts in the rusage of whoever waits for this server
-
-
-def _scan_for_hypothesis() -> None:
-    """hypothesis reads constants from the source of every local module in sys.modules, and checks the path of
-    every other one, the first time a process draws (about 0.1 s here). Done in the server, a run checks only
-    the modules it imported itself; the constants found are the same."""
-    try:
-        from hypothesis.internal.conjecture.providers import _get_local_constants
-        _get_local_constants()
-    except Exception:  # noqa: BLE001 - a private helper of hypothesis: without it, each run scans for itself
-        pass
 
 
 def _reap(block: bool) -> None:

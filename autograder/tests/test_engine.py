@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -905,3 +906,42 @@ def test_a_learner_facing_failure_reports_its_message_and_an_internal_one_keeps_
         {}["missing"]
     except KeyError:
         assert short(pytest.ExceptionInfo.from_current()) == "traceback" and full.calls == 1
+
+
+HYPOTHESIS_DRAWS = '''
+import importlib, sys
+from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
+from autograder.engine.plugin import fix_hypothesis_constants
+
+def draws():
+    seen = []
+    @seed(7)
+    @settings(max_examples=200, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(st.integers(0, 10**6), st.floats(-1e9, 1e9))
+    def draw(i, f):
+        seen.append((i, f))
+    draw()
+    return seen
+
+sys.path.insert(0, sys.argv[1])
+before = draws()
+importlib.import_module("consts_a")     # a local module with constants of its own
+assert draws() != before, "hypothesis no longer draws from local modules' constants: the fix may be obsolete"
+assert fix_hypothesis_constants()
+fixed = draws()
+importlib.import_module("consts_b")
+assert draws() == fixed, "with the pool fixed, a newly imported module changed the cases of the same seed"
+print("ok")
+'''
+
+
+def test_a_seed_draws_the_same_cases_whatever_the_process_imported(tmp_path):
+    """hypothesis takes some values from the constants of the local modules loaded: the graders fix that pool, so
+    a batch of several labs, a one-part check and a full grading meet the same cases for one seed."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    for name, values in (("consts_a", "123457, 98765.4321, 424243"), ("consts_b", "7654321, 1234.5678, 31337")):
+        (mods / f"{name}.py").write_text(f"VALUES = ({values})\n")
+    done = subprocess.run([sys.executable, "-c", HYPOTHESIS_DRAWS, str(mods)], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
