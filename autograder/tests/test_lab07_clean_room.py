@@ -76,3 +76,11 @@ def test_a_kernel_compiled_ahead_gives_what_it_gives_compiled_alone(fresh):
     # kernels left out of the batch report, alone, what they report without one
     for n, error in (("op_prints", "symbols"), ("op_two_funcs", "symbols"), ("op_broken", "compile")):
         assert clean.c_values(None, [spec(n)], [x.view(np.uint8)])["error"] == error
+
+
+def test_the_p0_server_traces_every_fixed_case_of_the_graders_once():
+    """warm_p0 traces the fixed cases' graphs in the fork server; a case a grader adds later would be traced in
+    every grading again (about 0.1-0.3 s of P0 each)."""
+    from autograder.labs.lab07 import oracle, test_pipeline
+    fixed = {case for case, _ in test_pipeline.CASES} | set(test_pipeline.FUSE_CASES) | set(test_pipeline.PASS_CASES)
+    assert fixed <= set(oracle.PLAN_CASES + oracle.PIPELINE_ONLY_CASES), fixed - set(oracle.PLAN_CASES + oracle.PIPELINE_ONLY_CASES)
