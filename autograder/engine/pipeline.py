@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,12 @@ def grading_seed(cells) -> int:
     return int(hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()[:12], 16)
 
 
+def warm_source(paths: LabPaths) -> str:
+    """The scenarios' source where they define warm_p1() (worker._warm runs it in the template), else ""."""
+    source = paths.scenarios.read_text() if paths.scenarios.exists() else ""
+    return source if re.search(r"^def warm_p1\(", source, re.MULTILINE) else ""
+
+
 def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: Path) -> tuple[list[dict], dict, str | None]:
     """Run the hidden graders in a trusted pytest process; returns (test records, session record, error).
     The session record carries the graders' measurements."""
@@ -125,7 +132,8 @@ def run_graders(paths: LabPaths, assembly: Assembly, options: Options, workdir: 
     job = {
         "lab": paths.lab, "scenarios": {paths.lab: paths.scenarios.read_text()}, "cells": assembly.cells, "outcomes": str(outcomes), "sandbox": options.sandbox,
         "deny_modules": settings.get("deny_modules", []), "preload": settings.get("preload", []),
-        "loopback": bool(settings.get("loopback", False)), "shm": bool(settings.get("shm", False)), "call_timeout": settings.get("call_timeout", 10),
+        "loopback": bool(settings.get("loopback", False)), "shm": bool(settings.get("shm", False)),
+        "warm": warm_source(paths), "call_timeout": settings.get("call_timeout", 10),
         "module_budget": settings.get("module_budget", 120), "load_timeout": settings.get("load_timeout", 30),
         "limits": {k: settings[k] for k in ("memory_mb", "cpu_seconds", "processes", "file_mb", "open_files", "tmp_mb") if k in settings},
     }

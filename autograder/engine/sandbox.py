@@ -95,9 +95,10 @@ class SandboxSpec:
     preload: tuple[str, ...] = ()  # extra modules the zygote imports once (e.g. torch._dynamo)
     loopback: bool = False  # level namespaces: bring up the namespace's own loopback interface (ranks that talk TCP)
     shm: bool = False  # level namespaces: a private, writable /dev/shm (POSIX semaphores and shared memory: multiprocessing)
+    warm: str = ""  # level namespaces: the scenarios' source where they define warm_p1(), run once after the preloads (worker._warm)
 
 
-SPEC_FIELDS = ("lab", "deny_modules", "limits", "sandbox", "preload", "loopback", "shm")  # what spec_of reads
+SPEC_FIELDS = ("lab", "deny_modules", "limits", "sandbox", "preload", "loopback", "shm", "warm")  # what spec_of reads
 
 
 def spec_of(job: dict) -> SandboxSpec:
@@ -105,7 +106,7 @@ def spec_of(job: dict) -> SandboxSpec:
     template read it through here, so that both name the same template_key)."""
     return SandboxSpec(job["lab"], tuple(job.get("deny_modules", ())), Limits(**job.get("limits", {})),
                        job.get("sandbox", "auto"), tuple(job.get("preload", ())), bool(job.get("loopback", False)),
-                       bool(job.get("shm", False)))
+                       bool(job.get("shm", False)), job.get("warm", ""))
 
 
 def _site_packages() -> Path:
@@ -264,7 +265,8 @@ def launch(spec: SandboxSpec, probe: bool = False, fds: tuple[int, ...] = (), zy
         config = {"engine_dir": "/ipt/engine", "site_dirs": ["/ipt/site"],
                   "deny_modules": list(spec.deny_modules), "lab": spec.lab, "fds": list(fds),
                   "zygote": zygote, "template": template,
-                  "preload": ["numpy"] + ([] if "torch" in spec.deny_modules else ["torch", *spec.preload])}
+                  "preload": ["numpy"] + ([] if "torch" in spec.deny_modules else ["torch", *spec.preload]),
+                  "warm": spec.warm}
         argv = [inside_exe, "-I", "-S", "-B", "-u"] + (worker_args or ["/ipt/engine/worker.py", json.dumps(config)])
         plan = {
             "root": str(build_dir("sandbox", "root")),
@@ -390,10 +392,11 @@ _remote_lock = threading.Lock()
 
 
 def template_key(spec: SandboxSpec) -> str:
-    """What a template fixes for every grading it serves: the lab, its denied modules and its preloads (so its
-    site folder and sys.modules), and whether /dev/shm exists (a mount point in its root). The rest (limits,
-    uid, loopback, the contents of /tmp and /dev/shm) each grading sets anew."""
-    return json.dumps([spec.lab, sorted(spec.deny_modules), list(spec.preload), spec.shm])
+    """What a template fixes for every grading it serves: the lab, its denied modules, its preloads and its warm-up
+    (so its site folder and sys.modules), and whether /dev/shm exists (a mount point in its root). The rest
+    (limits, uid, loopback, the contents of /tmp and /dev/shm) each grading sets anew."""
+    warm = hashlib.sha256(spec.warm.encode()).hexdigest()[:16] if spec.warm else ""
+    return json.dumps([spec.lab, sorted(spec.deny_modules), list(spec.preload), spec.shm, warm])
 
 
 def start_template(spec: SandboxSpec, timeout: float = 180) -> bool:

@@ -158,7 +158,34 @@ def _import_all(names):
             pass
 
 
-def zygote(wire, control_fd, preload):
+def _warm(source):
+    """The warm-up of a lab whose scenarios define warm_p1() (the scenarios' source, sent by P0; empty for the
+    others): it does PyTorch's first-call work (a first torch.compile, torch.export or ONNX export pays seconds of
+    one-time set-up) on the lab's own fixed inputs, once, before any fork, so that every worker of every grading
+    starts past it. Trusted code, before any learner code; it must leave nothing that a scenario reads. One that
+    fails only means the workers pay their first calls themselves."""
+    import contextlib
+    import io
+    import os
+    import types
+    if not source:
+        return
+    module = types.ModuleType("ipt_warm_p1")  # a copy of its own: each worker still loads its scenarios afresh
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # what it prints (a graph break's print, an exporter's progress) must not reach the template's pipe
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(source, "scenarios.py", "exec"), module.__dict__)
+            module.warm_p1()
+    except Exception:  # noqa: BLE001 - a warm-up is an optimisation
+        pass
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved), os.close(null)
+
+
+def zygote(wire, control_fd, preload, warm=""):
     """Pid 1 of the sandbox: imports the heavy modules once, then forks one worker per test module.
 
     Requests arrive on a SOCK_SEQPACKET socket: spawn (with the worker's four pipe ends attached),
@@ -172,6 +199,7 @@ def zygote(wire, control_fd, preload):
     import time
 
     _import_all(preload)
+    _warm(warm)
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: workers cannot ptrace the zygote
     control = socket.socket(fileno=control_fd)
     control.send(b'{"ready": true}')
@@ -222,7 +250,7 @@ def zygote(wire, control_fd, preload):
             control.send(b'{"ok": true}')
 
 
-def template(wire, listen_fd, preload):
+def template(wire, listen_fd, preload, warm=""):
     """A lab's warm start (level namespaces): imports the heavy modules once for every grading of a batch, then
     forks each grading's zygote, which is what a fresh `unshare` + jail.py + zygote() would be.
 
@@ -242,6 +270,7 @@ def template(wire, listen_fd, preload):
     import forkserve  # noqa: E402 - beside this file, in engine_dir
     environ = dict(os.environ)  # the worker's; imports add to it (torch: TORCHINDUCTOR_CACHE_DIR, for uid 0)
     _import_all(preload)
+    _warm(warm)
     listener = socket.socket(fileno=listen_fd)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -307,9 +336,9 @@ def main():
     import wire  # noqa: E402 - found through engine_dir
 
     if config.get("template"):
-        template(wire, config["fds"][0], config.get("preload", []))
+        template(wire, config["fds"][0], config.get("preload", []), config.get("warm", ""))
     elif config.get("zygote"):
-        zygote(wire, config["fds"][0], config.get("preload", []))
+        zygote(wire, config["fds"][0], config.get("preload", []), config.get("warm", ""))
     else:
         serve(wire, config["fds"][0], config["fds"][1])
 

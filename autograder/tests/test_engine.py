@@ -945,3 +945,28 @@ def test_a_seed_draws_the_same_cases_whatever_the_process_imported(tmp_path):
     done = subprocess.run([sys.executable, "-c", HYPOTHESIS_DRAWS, str(mods)], capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_warm_up_runs_once_quietly_and_its_failure_costs_nothing(capfd):
+    """worker._warm runs the scenarios' warm_p1() in a module of its own; what it prints goes nowhere (a template
+    answers "ready" on its stdout), and one that raises only means the workers pay their first calls themselves."""
+    from autograder.engine import worker
+    worker._warm("import sys\ndef warm_p1():\n    print('noise')\n    sys.ipt_warm_ran = sys.ipt_warm_ran + 1\n")
+    worker._warm("def warm_p1():\n    raise RuntimeError('a broken warm-up')\n")
+    worker._warm("")
+    print("after")
+    assert sys.ipt_warm_ran == 1
+    assert capfd.readouterr().out == "after\n"
+
+
+sys.ipt_warm_ran = 0
+
+
+def test_the_template_of_a_lab_with_a_warm_up_is_its_own():
+    from autograder.engine.pipeline import warm_source
+    from autograder.paths import lab_paths
+    assert "def warm_p1(" in warm_source(lab_paths("lab11")) and warm_source(lab_paths("lab01")) == ""
+    plain = sandbox.SandboxSpec("lab11", preload=("torch.export",))
+    warmed = dataclasses.replace(plain, warm=warm_source(lab_paths("lab11")))
+    assert sandbox.template_key(plain) != sandbox.template_key(warmed)
+    assert sandbox.spec_of({"lab": "lab11", "preload": ["torch.export"], "warm": warmed.warm}) == warmed
