@@ -11,8 +11,8 @@ warnings.simplefilter("ignore")
 for name in tomllib.load(open("autograder/labs/lab11/lab.toml", "rb"))["preload"]:
     importlib.import_module(name)
 import torch
-from autograder.labs.lab11 import scenarios
-if sys.argv[1] == "cached":
+if sys.argv[1] == "cached":                      # else torch's own path: every export builds everything afresh
+    from autograder.labs.lab11 import scenarios
     scenarios._torchlib_once()
 
 class Model(torch.nn.Module):

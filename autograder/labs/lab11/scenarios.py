@@ -669,8 +669,8 @@ def _torchlib_once():
     """Every torch.onnx.export(dynamo=True) builds its operator registry afresh (ONNXRegistry.from_torchlib), and
     onnxscript's get_torchlib_ops re-parses the source of ~500 torchlib functions each time for their signatures:
     about 0.8 s of CPU per export. Its answer (frozen records of module-level functions) is the same every time
-    in a process, so this worker computes it once; each export still builds its own registry from it (a learner's
-    custom_translation_table goes into that registry, not into this list)."""
+    in a process, so this worker computes it once (a learner's custom_translation_table goes into each export's
+    own registry, not into this list), and keeps the registry built from it too (_registry_once)."""
     try:
         from torch.onnx._internal._lazy_import import onnxscript_apis as apis   # the module torch's exporter calls
         if getattr(apis.get_torchlib_ops, "_ipt_once", False):
